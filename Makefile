@@ -1,0 +1,30 @@
+# Two commands: `make demo` runs the word count example, `make test` runs the tests.
+# Each creates (or reuses) the virtual environment .venv from setup.cfg.
+
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-stamp
+export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
+
+.PHONY: demo test check-env clean
+
+check-env:
+	@$(PYTHON) -m persistent.environment
+
+$(STAMP): setup.cfg pyproject.toml | check-env
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/python -m persistent.environment --dependencies
+	$(VENV)/bin/python examples/demo.py
+
+test: $(STAMP)
+	$(VENV)/bin/python -m persistent.environment --dependencies
+	$(VENV)/bin/python -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
