@@ -1,0 +1,337 @@
+"""The algebra: ``Monoid`` and ``Group``, their columnar fast paths and encodings.
+
+A monoid is an associative ``plus`` with an identity ``zero``::
+
+    plus(plus(a, b), c) == plus(a, b, c) == plus(a, plus(b, c))
+    plus(zero(), a) == a == plus(a, zero())
+
+A ``Group`` adds ``minus`` with ``plus(minus(a, b), b) == a``.
+
+Associativity is what makes checkpointed state safe: a task may fold messages in
+any grouping (per message, per micro-batch, per key group, before or after a
+restart) and reach the same value. Commutativity is optional and declared by
+``commutative``; a non-commutative monoid is always folded in message order.
+
+Besides the scalar operations, every monoid works on *columns*: one-dimensional
+numpy arrays of values (``dtype`` gives the array type: a number, a structured
+record, or ``object``). The runtime keeps the states of many keys as columns and
+updates them with ``reduce_by_key`` and ``plus_columns``; each of these must equal
+the scalar fold (``monoids.laws`` checks it). Subclasses with a numeric
+representation override them with vectorized numpy code; the defaults loop.
+
+Values are never mutated by ``plus``: a new value is returned.
+
+Every monoid encodes its values in a compact, versioned binary form (not pickle):
+a header naming the monoid, its encoding version and a fingerprint of its
+parameters, then the payload. Decoding bytes written by another monoid, with other
+parameters or by another version raises ``EncodingError``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+
+__all__ = [
+    "MonoidError",
+    "MonoidTypeError",
+    "MonoidValueError",
+    "EncodingError",
+    "Monoid",
+    "Group",
+    "FixedWidth",
+    "object_column",
+]
+
+V = TypeVar("V")
+
+_MAGIC = b"MN"
+_HEADER = struct.Struct(">2sB16sHI")  # magic, kind (0 value, 1 column), name, version, params crc32
+
+
+def object_column(items: Sequence[Any]) -> np.ndarray:
+    """A 1-d ``object`` array holding ``items`` as they are (tuples and lists stay single cells)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+class MonoidError(Exception):
+    """Root of the errors raised by monoids."""
+
+
+class MonoidTypeError(MonoidError, TypeError):
+    """A value has a type the monoid cannot take."""
+
+
+class MonoidValueError(MonoidError, ValueError):
+    """A value has the right type but a value the monoid cannot take (NaN, out of range)."""
+
+
+class EncodingError(MonoidError, ValueError):
+    """Bytes cannot be decoded by this monoid: another monoid, parameters or version, or torn."""
+
+
+class Monoid(ABC, Generic[V]):
+    """An associative ``plus`` with an identity ``zero``.
+
+    Subclasses implement ``zero``, ``plus``, ``_encode_payload`` and
+    ``_decode_payload``, set ``name`` (at most 16 ASCII characters, unique among
+    monoids) and may override the column operations with vectorized code.
+    """
+
+    #: Identifies the monoid in encoded bytes.
+    name: ClassVar[str]
+    #: Version of the payload encoding; bump it when the payload layout changes.
+    version: ClassVar[int] = 1
+    #: Whether ``plus(a, b) == plus(b, a)`` for all values.
+    commutative: bool = True
+    #: numpy dtype of the columns of values.
+    dtype: np.dtype = np.dtype(object)
+
+    # -- the algebra ---------------------------------------------------------------
+
+    @abstractmethod
+    def zero(self) -> V:
+        """The identity: ``plus(zero(), a) == a == plus(a, zero())``."""
+
+    @abstractmethod
+    def plus(self, a: V, b: V) -> V:
+        """The associative combination of ``a`` and ``b`` (``a`` first). Mutates neither."""
+
+    def sum(self, values: Iterable[V]) -> V:
+        """Folds ``values`` in order with ``plus``, starting from ``zero()``."""
+        total = self.zero()
+        for value in values:
+            total = self.plus(total, value)
+        return total
+
+    def params(self) -> dict[str, Any]:
+        """Parameters that are part of the monoid's identity (JSON-able).
+
+        Two monoids with different parameters never merge or decode each other's values.
+        """
+        return {}
+
+    def validate(self, value: Any, where: str = "") -> V:
+        """Returns ``value`` as a value of this monoid, or raises a ``MonoidError``.
+
+        ``where`` names the place the value comes from (a key, a record position) and
+        appears in the message. The default accepts anything.
+        """
+        return value
+
+    def equivalent(self, a: V, b: V) -> bool:
+        """Whether ``a`` and ``b`` stand for the same state (what the laws compare).
+
+        ``==`` by default; monoids whose ``plus`` rounds (floats) or whose values have
+        no useful ``==`` (sketches) override it.
+        """
+        return a == b
+
+    # -- columns -------------------------------------------------------------------
+
+    def column(self, values: Iterable[V], where: str = "") -> np.ndarray:
+        """A column (1-d array of ``dtype``) holding ``values``, each validated."""
+        checked = [self.validate(v, where) for v in values]
+        if self.dtype == object:
+            return object_column(checked)
+        return np.array(checked, dtype=self.dtype)
+
+    def values(self, column: np.ndarray) -> list[V]:
+        """The values of a column, as scalar values of this monoid."""
+        return list(column)
+
+    def zeros(self, n: int) -> np.ndarray:
+        """A column of ``n`` zeros (distinct objects where values are mutable)."""
+        return self.column([self.zero() for _ in range(n)])
+
+    def fold(self, column: np.ndarray) -> V:
+        """Vectorized fold of a column; equals ``sum(values(column))``."""
+        return self.sum(self.values(column))
+
+    def reduce_by_key(self, codes: np.ndarray, n: int, column: np.ndarray) -> np.ndarray:
+        """Folds ``column`` per key: ``out[k]`` is the fold, in row order, of the rows
+        with ``codes == k`` (``zero()`` where there is none), for ``0 <= k < n``."""
+        totals = [self.zero() for _ in range(n)]
+        for code, value in zip(np.asarray(codes).tolist(), self.values(column)):
+            totals[code] = self.plus(totals[code], value)
+        return self.column(totals)
+
+    def plus_columns(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Elementwise ``plus`` of two columns of equal length."""
+        return self.column(
+            [self.plus(x, y) for x, y in zip(self.values(a), self.values(b))]
+        )
+
+    # -- presentation ----------------------------------------------------------------
+
+    #: numpy dtype of ``present``'s results (``object`` results are shown as text).
+    result_dtype: np.dtype = np.dtype(object)
+
+    def present(self, value: V) -> Any:
+        """The value as a user reads it (a count, a mean, an estimate)."""
+        return value
+
+    def present_column(self, column: np.ndarray) -> np.ndarray:
+        """``present`` applied to each value of a column, as an array of ``result_dtype``."""
+        shown = [self.present(v) for v in self.values(column)]
+        if self.result_dtype == object:
+            return object_column(shown)
+        return np.array(shown, dtype=self.result_dtype)
+
+    # -- encoding --------------------------------------------------------------------
+
+    @abstractmethod
+    def _encode_payload(self, value: V) -> bytes:
+        """The payload bytes of one value (no header)."""
+
+    @abstractmethod
+    def _decode_payload(self, data: bytes) -> V:
+        """Inverse of ``_encode_payload``; raise ``EncodingError`` on malformed bytes."""
+
+    def _encode_column_payload(self, column: np.ndarray) -> bytes:
+        parts = [self._encode_payload(v) for v in self.values(column)]
+        lengths = np.array([len(p) for p in parts], dtype=">u4")
+        return struct.pack(">Q", len(parts)) + lengths.tobytes() + b"".join(parts)
+
+    def _decode_column_payload(self, data: bytes) -> np.ndarray:
+        try:
+            (n,) = struct.unpack_from(">Q", data, 0)
+            lengths = np.frombuffer(data, dtype=">u4", count=n, offset=8)
+        except (struct.error, ValueError) as exc:
+            raise EncodingError(f"{self!r}: column payload is truncated") from exc
+        ends = 8 + 4 * n + np.cumsum(lengths, dtype=np.int64)
+        expected = int(ends[-1]) if n else 8
+        if expected != len(data):
+            raise EncodingError(
+                f"{self!r}: column payload holds {len(data)} bytes, lengths say {expected}"
+            )
+        starts = ends - lengths
+        return self.column(
+            [self._decode_payload(data[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
+        )
+
+    def _header(self, kind: int) -> bytes:
+        name = self.name.encode("ascii")
+        return _HEADER.pack(_MAGIC, kind, name.ljust(16, b"\0"), self.version, self.fingerprint())
+
+    def _check_header(self, data: bytes, kind: int) -> bytes:
+        if len(data) < _HEADER.size:
+            raise EncodingError(f"{self!r}: {len(data)} bytes are too short for an encoded value")
+        magic, found_kind, name, version, crc = _HEADER.unpack_from(data, 0)
+        found = name.rstrip(b"\0").decode("ascii", "replace")
+        if magic != _MAGIC:
+            raise EncodingError(f"{self!r}: bytes are not an encoded monoid value")
+        if found != self.name:
+            raise EncodingError(f"{self!r}: bytes hold a value of monoid {found!r}, not {self.name!r}")
+        if version != self.version:
+            raise EncodingError(
+                f"{self!r}: bytes use encoding version {version}, this monoid reads version {self.version}"
+            )
+        if crc != self.fingerprint():
+            raise EncodingError(
+                f"{self!r}: bytes were written by {self.name!r} with other parameters"
+            )
+        if found_kind != kind:
+            raise EncodingError(f"{self!r}: expected {'a column' if kind else 'a value'}, found the other")
+        return data[_HEADER.size :]
+
+    def fingerprint(self) -> int:
+        """A checksum of ``name`` and ``params()``, stored in every encoding."""
+        canonical = json.dumps([self.name, self.params()], sort_keys=True, separators=(",", ":"))
+        return zlib.crc32(canonical.encode())
+
+    def encode(self, value: V) -> bytes:
+        """Versioned bytes of one value; ``decode(encode(v)) == v``."""
+        return self._header(0) + self._encode_payload(self.validate(value))
+
+    def decode(self, data: bytes) -> V:
+        """The value encoded in ``data`` by ``encode`` of an equal monoid."""
+        return self._decode_payload(self._check_header(bytes(data), 0))
+
+    def encode_column(self, column: np.ndarray) -> bytes:
+        """Versioned bytes of a whole column (compact: numeric columns are raw arrays)."""
+        return self._header(1) + self._encode_column_payload(column)
+
+    def decode_column(self, data: bytes) -> np.ndarray:
+        """The column encoded in ``data`` by ``encode_column`` of an equal monoid."""
+        return self._decode_column_payload(self._check_header(bytes(data), 1))
+
+    # -- identity --------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), json.dumps(self.params(), sort_keys=True)))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+
+class FixedWidth(Monoid[V]):
+    """A monoid whose values are single records of a fixed-width numeric ``dtype``.
+
+    Values are encoded as the raw big-endian bytes of one record, columns as their
+    number of records (unsigned 64-bit) followed by the records.
+    Subclasses implement ``values`` (column to scalar values) and, where a value is
+    not already what numpy stores, ``_row`` (scalar value to a numpy row); they
+    should vectorize ``reduce_by_key``, which ``fold`` uses.
+    """
+
+    def _row(self, value: V) -> Any:
+        """``value`` as numpy takes it for one element of ``dtype`` (a number or a tuple)."""
+        return value
+
+    def fold(self, column: np.ndarray) -> V:
+        """``reduce_by_key`` with a single key, so one vectorized method serves both."""
+        return self.values(self.reduce_by_key(np.zeros(len(column), dtype=np.intp), 1, column))[0]
+
+    def _encode_payload(self, value: V) -> bytes:
+        return np.array([self._row(value)], dtype=self.dtype.newbyteorder(">")).tobytes()
+
+    def _decode_payload(self, data: bytes) -> V:
+        if len(data) != self.dtype.itemsize:
+            raise EncodingError(
+                f"{self!r}: a value takes {self.dtype.itemsize} bytes, got {len(data)}"
+            )
+        return self.values(self._records(data))[0]
+
+    def _encode_column_payload(self, column: np.ndarray) -> bytes:
+        records = np.ascontiguousarray(column, dtype=self.dtype.newbyteorder(">"))
+        return struct.pack(">Q", len(records)) + records.tobytes()
+
+    def _decode_column_payload(self, data: bytes) -> np.ndarray:
+        if len(data) < 8:
+            raise EncodingError(f"{self!r}: column payload of {len(data)} bytes is truncated")
+        (n,) = struct.unpack_from(">Q", data)
+        if len(data) != 8 + n * self.dtype.itemsize:
+            raise EncodingError(
+                f"{self!r}: column payload of {len(data)} bytes does not hold "
+                f"{n} records of {self.dtype.itemsize} bytes"
+            )
+        return self._records(data[8:])
+
+    def _records(self, data: bytes) -> np.ndarray:
+        return np.frombuffer(data, dtype=self.dtype.newbyteorder(">")).astype(self.dtype)
+
+
+class Group(Monoid[V]):
+    """A monoid with inverses: ``plus(minus(a, b), b) == a``."""
+
+    @abstractmethod
+    def minus(self, a: V, b: V) -> V:
+        """``a`` with ``b`` taken out. Mutates neither."""
+
+    def negate(self, a: V) -> V:
+        """The inverse of ``a``: ``plus(a, negate(a)) == zero()``."""
+        return self.minus(self.zero(), a)

@@ -1,0 +1,153 @@
+import numpy as np
+import pytest
+
+from monoids import (
+    Averaged,
+    Count,
+    CountMin,
+    EncodingError,
+    First,
+    HyperLogLog,
+    Last,
+    MapMonoid,
+    Max,
+    Min,
+    Moments,
+    Product,
+    Quantiles,
+    Sum,
+    Timestamped,
+    TopK,
+)
+
+HEADER_SIZE = 25
+
+
+# (monoid, a function making a sample value): sketches made at module level would
+# outlive the interpreter's clean-up and make nanobind report leaks at exit.
+SAMPLES = [
+    (Sum(int), lambda m: 5),
+    (Sum(float), lambda m: 2.5),
+    (Count(), lambda m: 3),
+    (Max(int), lambda m: 7),
+    (Min(float), lambda m: -1.5),
+    (Averaged(), lambda m: m.prepare(2.0)),
+    (Moments(), lambda m: m.fold(m.prepare_column([1.0, 2.0, 4.0]))),
+    (Product(Sum(), First()), lambda m: (1, Timestamped(5, "x"))),
+    (MapMonoid(Sum()), lambda m: {"a": 1, 2: 3}),
+    (First(), lambda m: Timestamped(1, b"xy")),
+    (Last(), lambda m: Timestamped(-1, "é")),
+    (HyperLogLog(), lambda m: m.prepare("x")),
+    (CountMin(3, 16), lambda m: m.prepare("x")),
+    (TopK(), lambda m: m.prepare("x")),
+    (Quantiles(), lambda m: m.prepare(1.0)),
+]
+IDS = [repr(m) for m, _ in SAMPLES]
+
+
+class SumV2(Sum):
+    version = 2
+
+
+@pytest.mark.parametrize("monoid, sample", SAMPLES, ids=IDS)
+def test_values_and_columns_round_trip_including_zero_and_empty_columns(monoid, sample):
+    value = sample(monoid)
+    assert monoid.equivalent(monoid.decode(monoid.encode(value)), value)
+    column = monoid.column([value, monoid.zero()])
+    decoded = monoid.values(monoid.decode_column(monoid.encode_column(column)))
+    assert all(map(monoid.equivalent, decoded, [value, monoid.zero()]))
+    assert len(monoid.decode_column(monoid.encode_column(monoid.column([])))) == 0
+
+
+@pytest.mark.parametrize("monoid, sample", SAMPLES, ids=IDS)
+def test_decoding_truncated_bytes_fails(monoid, sample):
+    value = sample(monoid)
+    for data in (monoid.encode(value), monoid.encode_column(monoid.column([value, value]))):
+        for cut in (1, 8, len(data) - HEADER_SIZE, len(data) - 10):
+            with pytest.raises(EncodingError, match=repr(monoid).replace("(", r"\(").replace(")", r"\)")):
+                (monoid.decode if data[2] == 0 else monoid.decode_column)(data[:-cut])
+
+
+@pytest.mark.parametrize("monoid, sample", SAMPLES, ids=IDS)
+def test_decoding_bytes_with_trailing_garbage_fails(monoid, sample):
+    value = sample(monoid)
+    with pytest.raises(EncodingError):
+        monoid.decode(monoid.encode(value) + b"\0")
+    with pytest.raises(EncodingError):
+        monoid.decode_column(monoid.encode_column(monoid.column([value])) + b"\0")
+
+
+def test_decoding_bytes_of_another_monoid_fails():
+    with pytest.raises(EncodingError, match="bytes hold a value of monoid 'max', not 'sum'"):
+        Sum().decode(Max().encode(1))
+    with pytest.raises(EncodingError, match="monoid 'first', not 'last'"):
+        Last().decode_column(First().encode_column(First().column([None])))
+
+
+def test_decoding_bytes_written_with_other_parameters_fails():
+    with pytest.raises(EncodingError, match="written by 'sum' with other parameters"):
+        Sum(float).decode(Sum(int).encode(1))
+    with pytest.raises(EncodingError, match="other parameters"):
+        HyperLogLog(12).decode(HyperLogLog(10).encode(HyperLogLog(10).prepare("x")))
+    with pytest.raises(EncodingError, match="other parameters"):
+        MapMonoid(Sum(float)).decode(MapMonoid(Sum(int)).encode({"a": 1}))
+
+
+def test_decoding_bytes_of_another_encoding_version_fails():
+    with pytest.raises(EncodingError, match="encoding version 2, this monoid reads version 1"):
+        Sum().decode(SumV2().encode(1))
+
+
+def test_decoding_bytes_of_a_component_of_another_version_fails():
+    with pytest.raises(EncodingError, match="other parameters"):
+        Product(Sum()).decode(Product(SumV2()).encode((1,)))
+
+
+def test_decoding_a_column_as_a_value_fails():
+    with pytest.raises(EncodingError, match="expected a value, found the other"):
+        Sum().decode(Sum().encode_column(np.array([1, 2])))
+
+
+def test_decoding_bytes_that_are_no_encoding_fails():
+    with pytest.raises(EncodingError, match="not an encoded monoid value"):
+        Sum().decode(b"certainly not an encoded monoid value")
+    with pytest.raises(EncodingError, match="too short"):
+        Sum().decode(b"MN")
+
+
+def test_decoding_a_garbage_sketch_payload_fails_naming_the_sketch():
+    header = HyperLogLog().encode(HyperLogLog().zero())[:HEADER_SIZE]
+    with pytest.raises(EncodingError, match="payload is no hll_sketch"):
+        HyperLogLog().decode(header + b"garbage!")
+
+
+def test_decoding_an_unknown_item_tag_fails():
+    data = First().encode(Timestamped(1, "x"))
+    tag_at = HEADER_SIZE + 1 + 8
+    with pytest.raises(EncodingError, match="unknown item tag b'z'"):
+        First().decode(data[:tag_at] + b"z" + data[tag_at + 1 :])
+
+
+def test_items_keep_their_type_through_the_round_trip():
+    last = Last()
+    for item in ("1", 1, 1.0, b"1", -(2**63), float("inf")):
+        decoded = last.decode(last.encode(Timestamped(7, item)))
+        assert type(decoded.item) is type(item) and decoded.item == item
+
+
+def test_map_encoding_does_not_depend_on_insertion_order():
+    m = MapMonoid(Sum())
+    assert m.encode({"b": 1, 2: 2, "a": 3, -1: 4}) == m.encode({-1: 4, "a": 3, 2: 2, "b": 1})
+
+
+def test_numeric_and_record_columns_encode_as_raw_big_endian_records():
+    payload = Sum().encode_column(np.array([1, 2]))[HEADER_SIZE:]
+    assert payload == np.array([2, 1, 2], ">i8").tobytes()
+    averaged = Averaged().prepare_column([1.0, 2.0])
+    assert len(Averaged().encode_column(averaged)) == HEADER_SIZE + 8 + 2 * 16
+
+
+def test_product_columns_encode_as_one_column_per_component():
+    product = Product(Sum(), Max(float))
+    data = product.encode_column(product.column([(1, 2.0), (3, 4.0)]))
+    assert len(data) == HEADER_SIZE + 2 * (4 + 8 + 16)
