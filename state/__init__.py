@@ -1,0 +1,40 @@
+"""Persistent states, windows, the checkpoint schedule, and the checkpoint and clock
+stores (depends on ``monoids`` only)."""
+
+from state.checkpoint_manager import CheckpointManager
+from state.checkpoint_store import CheckpointStore
+from state.clock_store import ClockRecord, ClockStore
+from state.errors import (
+    CheckpointError,
+    ClockError,
+    CorruptCheckpointError,
+    MissingCheckpointError,
+    StateError,
+    StateValueError,
+)
+from state.fs import FileSystem, LocalFileSystem
+from state.persistent_state import NonWindowState, PersistentState, WindowResult, WindowState
+from state.table import KeyedTable, WindowResults
+from state.window import Window
+
+__all__ = [
+    "PersistentState",
+    "NonWindowState",
+    "WindowState",
+    "WindowResult",
+    "Window",
+    "KeyedTable",
+    "WindowResults",
+    "CheckpointManager",
+    "CheckpointStore",
+    "ClockStore",
+    "ClockRecord",
+    "FileSystem",
+    "LocalFileSystem",
+    "StateError",
+    "StateValueError",
+    "CheckpointError",
+    "CorruptCheckpointError",
+    "MissingCheckpointError",
+    "ClockError",
+]

@@ -1,0 +1,192 @@
+"""One task's durable checkpoints, one atomic file per checkpoint time.
+
+A checkpoint at time ``T`` (ms of event time) holds exactly the effect of the
+messages with ``ts < T``. The store keeps them under ``<root>/<task>/`` as files
+named by the zero-padded time (``0000000001700000000000.ckpt``), so a listing is
+sorted by time. Each file is one *record*::
+
+    magic b"PCKP" | format version u16 | timestamp ms i64 | payload length u64 | crc32 u32 | payload
+
+all big-endian. The CRC32 covers the header fields before it as well as the
+payload, so a flipped bit anywhere is detected. ``encode_record`` and
+``decode_record`` expose the format for other stores (the clock uses it too).
+
+The store only talks to a ``FileSystem``, so it works on any scheme the runtime's
+file system serves. A torn, corrupt or missing checkpoint raises; it is never read
+as empty state.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+import struct
+import zlib
+
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
+from state.fs import FileSystem
+
+__all__ = [
+    "CheckpointStore",
+    "encode_record",
+    "decode_record",
+    "check_time_ms",
+    "MAGIC",
+    "FORMAT_VERSION",
+]
+
+MAGIC = b"PCKP"
+FORMAT_VERSION = 1
+
+_RESTORE_OLDER = "rewind the clock (ClockStore.rewind) to an older clock whose checkpoints are intact"
+
+_HEADER = struct.Struct(">4sHqQI")  # magic, version, timestamp ms, payload length, crc32
+_CRC_OFFSET = _HEADER.size - 4
+_MAX_TIME_MS = 2**63 - 1
+_TIME_DIGITS = 22
+_SUFFIX = ".ckpt"
+_NAME = re.compile(rf"(\d{{{_TIME_DIGITS}}}){re.escape(_SUFFIX)}")
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def check_time_ms(timestamp_ms: object, what: str = "timestamp_ms") -> int:
+    """``timestamp_ms`` as an ``int`` if it is an integer in ``[0, 2**63)`` ms, else ``StateValueError``."""
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, numbers.Integral):
+        raise StateValueError(
+            f"{what} must be an int of milliseconds, got {type(timestamp_ms).__name__} {timestamp_ms!r}"
+        )
+    if not 0 <= timestamp_ms <= _MAX_TIME_MS:
+        raise StateValueError(f"{what} must be in [0, 2**63) ms, got {timestamp_ms}")
+    return int(timestamp_ms)
+
+
+def _crc(header_prefix: bytes, payload: bytes) -> int:
+    return zlib.crc32(payload, zlib.crc32(header_prefix))
+
+
+def encode_record(timestamp_ms: int, data: bytes) -> bytes:
+    """The record holding ``data`` stamped with ``timestamp_ms``."""
+    timestamp_ms = check_time_ms(timestamp_ms)
+    if not isinstance(data, _BYTES_LIKE):
+        raise TypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
+    payload = bytes(data)
+    prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, timestamp_ms, len(payload), 0)[:_CRC_OFFSET]
+    return prefix + struct.pack(">I", _crc(prefix, payload)) + payload
+
+
+def decode_record(raw: bytes, where: str, remedy: str = _RESTORE_OLDER) -> tuple[int, bytes]:
+    """``(timestamp_ms, data)`` of a record read from ``where`` (a path, used in errors).
+
+    Raises ``CorruptCheckpointError`` naming ``where``, the problem and ``remedy``
+    (what to do) when the record is torn or corrupt.
+    """
+
+    def corrupt(problem: str) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"corrupt record {where}: {problem}; {remedy}")
+
+    if len(raw) < _HEADER.size:
+        raise corrupt(f"{len(raw)} bytes is shorter than the {_HEADER.size}-byte header (torn write?)")
+    magic, version, timestamp_ms, length, crc = _HEADER.unpack_from(raw, 0)
+    if magic != MAGIC:
+        raise corrupt(f"magic is {magic!r}, expected {MAGIC!r} (not a checkpoint record)")
+    if version != FORMAT_VERSION:
+        raise corrupt(
+            f"format version {version}, this code reads version {FORMAT_VERSION} "
+            f"(written by another release?)"
+        )
+    payload = raw[_HEADER.size :]
+    if len(payload) != length:
+        raise corrupt(f"header announces {length} payload bytes, file holds {len(payload)} (torn write?)")
+    if _crc(raw[:_CRC_OFFSET], payload) != crc:
+        raise corrupt("checksum mismatch (bytes changed after writing)")
+    return timestamp_ms, payload
+
+
+class CheckpointStore:
+    """The checkpoints of task ``task`` under ``<root>/<task>/``, keyed by time in ms.
+
+    One writer per task is assumed. Writes are atomic (``FileSystem.write_atomic``),
+    so a crash leaves either the old file, the new file or a temporary file that
+    ``times`` ignores.
+    """
+
+    def __init__(self, fs: FileSystem, root: str, task: str) -> None:
+        if not isinstance(task, str) or not task or task in (".", "..") or "/" in task or "\\" in task:
+            raise StateValueError(f"task name must be a non-empty string without '/' or '\\', got {task!r}")
+        self.fs = fs
+        self.task = task
+        self.directory = fs.join(root, task)
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({self.directory!r})"
+
+    def path(self, timestamp_ms: int) -> str:
+        """The file of the checkpoint at ``timestamp_ms``."""
+        return self.fs.join(self.directory, f"{check_time_ms(timestamp_ms):0{_TIME_DIGITS}d}{_SUFFIX}")
+
+    def persist(self, timestamp_ms: int, data: bytes) -> None:
+        """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there.
+
+        Replays after a restart persist the same times again; they overwrite.
+        """
+        self.fs.write_atomic(self.path(timestamp_ms), encode_record(timestamp_ms, data))
+
+    def recover(self, timestamp_ms: int) -> bytes:
+        """The data of the checkpoint at exactly ``timestamp_ms``.
+
+        Raises ``MissingCheckpointError`` when there is none and
+        ``CorruptCheckpointError`` when its file is torn or corrupt.
+        """
+        path = self.path(timestamp_ms)
+        try:
+            raw = self.fs.read_bytes(path)
+        except FileNotFoundError:
+            held = self.times()
+            raise MissingCheckpointError(
+                f"task {self.task!r} has no checkpoint at {timestamp_ms} ms: {path} does not exist "
+                f"(held: {_describe(held)}); {_RESTORE_OLDER}"
+            ) from None
+        found_ms, data = decode_record(raw, path)
+        if found_ms != timestamp_ms:
+            raise CorruptCheckpointError(
+                f"corrupt record {path}: header says {found_ms} ms, file name says {timestamp_ms} ms "
+                f"(file copied or renamed?); {_RESTORE_OLDER}"
+            )
+        return data
+
+    def times(self) -> list[int]:
+        """Sorted times (ms) of the stored checkpoints; temporary and unrelated files are ignored."""
+        return [int(m.group(1)) for m in map(_NAME.fullmatch, self.fs.list_names(self.directory)) if m]
+
+    def latest(self) -> int | None:
+        """The newest checkpoint time (ms), or ``None`` when there is none."""
+        held = self.times()
+        return held[-1] if held else None
+
+    def retain(self, oldest_ms: int) -> None:
+        """Deletes the checkpoints older than ``oldest_ms``, always keeping the newest one.
+
+        Pass the oldest clock that may still be restored (the current clock, or the
+        oldest in ``ClockStore.history()`` to keep rewinds possible).
+        """
+        oldest_ms = check_time_ms(oldest_ms, "oldest_ms")
+        for timestamp_ms in self.times()[:-1]:
+            if timestamp_ms >= oldest_ms:
+                break
+            self.fs.delete(self.path(timestamp_ms))
+
+    def delete_after(self, timestamp_ms: int) -> None:
+        """Deletes the checkpoints newer than ``timestamp_ms`` (after rewinding to it), newest first."""
+        timestamp_ms = check_time_ms(timestamp_ms)
+        for held_ms in reversed(self.times()):
+            if held_ms <= timestamp_ms:
+                break
+            self.fs.delete(self.path(held_ms))
+
+
+def _describe(times_ms: list[int]) -> str:
+    if not times_ms:
+        return "none"
+    if len(times_ms) <= 5:
+        return ", ".join(map(str, times_ms)) + " ms"
+    return f"{len(times_ms)} checkpoints from {times_ms[0]} to {times_ms[-1]} ms"

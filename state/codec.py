@@ -1,0 +1,79 @@
+"""A small framed binary layout shared by the encodings of states: a magic, a
+version, then length-prefixed sections. Keys travel as Arrow arrays (compact for
+strings and integers alike); numbers as big-endian numpy arrays."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+
+from state.errors import CorruptCheckpointError
+
+__all__ = ["pack", "unpack", "keys_to_bytes", "keys_from_bytes", "ints_to_bytes", "ints_from_bytes"]
+
+_FRAME = struct.Struct(">4sHI")  # magic, version, number of sections
+_LENGTH = struct.Struct(">Q")
+
+
+def pack(magic: bytes, version: int, sections: list[bytes]) -> bytes:
+    """``sections`` framed under ``magic`` and ``version``."""
+    parts = [_FRAME.pack(magic, version, len(sections))]
+    for section in sections:
+        parts.append(_LENGTH.pack(len(section)))
+        parts.append(section)
+    return b"".join(parts)
+
+
+def unpack(magic: bytes, version: int, data: bytes, what: str) -> list[bytes]:
+    """The sections of ``data`` framed by ``pack``; ``CorruptCheckpointError`` naming
+    ``what`` when the magic, version or lengths do not match."""
+    data = bytes(data)
+    if len(data) < _FRAME.size:
+        raise CorruptCheckpointError(f"{what}: {len(data)} bytes are too short to hold a state")
+    found, found_version, count = _FRAME.unpack_from(data, 0)
+    if found != magic:
+        raise CorruptCheckpointError(f"{what}: not a {magic.decode()} state (starts with {found!r})")
+    if found_version != version:
+        raise CorruptCheckpointError(
+            f"{what}: state format version {found_version}, this code reads version {version}"
+        )
+    sections, offset = [], _FRAME.size
+    for _ in range(count):
+        if offset + _LENGTH.size > len(data):
+            raise CorruptCheckpointError(f"{what}: state is truncated")
+        (length,) = _LENGTH.unpack_from(data, offset)
+        offset += _LENGTH.size
+        if offset + length > len(data):
+            raise CorruptCheckpointError(f"{what}: state is truncated")
+        sections.append(data[offset : offset + length])
+        offset += length
+    if offset != len(data):
+        raise CorruptCheckpointError(f"{what}: {len(data) - offset} unexpected bytes after the state")
+    return sections
+
+
+def keys_to_bytes(keys: np.ndarray) -> bytes:
+    """An Arrow IPC stream holding ``keys`` (strings, integers or None)."""
+    batch = pa.record_batch([pa.array(keys)], names=["key"])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def keys_from_bytes(data: bytes) -> np.ndarray:
+    """Inverse of ``keys_to_bytes``."""
+    table = pa.ipc.open_stream(data).read_all()
+    return table.column(0).to_numpy(zero_copy_only=False)
+
+
+def ints_to_bytes(values: np.ndarray) -> bytes:
+    """64-bit integers, big-endian."""
+    return np.ascontiguousarray(values, dtype=">i8").tobytes()
+
+
+def ints_from_bytes(data: bytes) -> np.ndarray:
+    """Inverse of ``ints_to_bytes``."""
+    return np.frombuffer(data, dtype=">i8").astype(np.int64)

@@ -1,0 +1,111 @@
+"""The small file-system interface the checkpoint and clock stores are written against.
+
+``LocalFileSystem`` serves local paths and ``file://`` URIs in pure Python. The Spark
+runtime implements the same interface with Hadoop's FileSystem API, so the stores
+work unchanged on ``hdfs://`` (and every other scheme Hadoop knows).
+
+Paths are strings joined with ``/``. Writes are atomic: ``write_atomic`` writes to a
+temporary name in the same directory, makes it durable, then renames it over the
+target, so a reader sees the old bytes or the new bytes, never a torn file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from urllib.parse import urlparse
+
+__all__ = ["FileSystem", "LocalFileSystem", "local_path", "TEMP_PREFIX"]
+
+#: Names starting with this are temporary files of unfinished atomic writes.
+TEMP_PREFIX = ".tmp-"
+
+
+def local_path(uri: str) -> str:
+    """The local path of a plain path or ``file://`` URI; raises ``ValueError`` otherwise."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return parsed.path if parsed.scheme else uri
+    raise ValueError(f"{uri!r} is not a local path or file:// URI")
+
+
+class FileSystem(ABC):
+    """Byte files in directories, with atomic replacement."""
+
+    @abstractmethod
+    def read_bytes(self, path: str) -> bytes:
+        """The whole content of ``path``; ``FileNotFoundError`` when it does not exist."""
+
+    @abstractmethod
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Replaces ``path`` with ``data`` atomically and durably; creates parent directories."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (file or directory)."""
+
+    @abstractmethod
+    def list_names(self, path: str) -> list[str]:
+        """Sorted names (not paths) in directory ``path``; empty when it does not exist."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Removes the file or directory tree ``path``; nothing happens when it does not exist."""
+
+    @abstractmethod
+    def mkdirs(self, path: str) -> None:
+        """Creates directory ``path`` and its parents."""
+
+    def join(self, *parts: str) -> str:
+        """``parts`` joined with ``/``."""
+        return "/".join([parts[0].rstrip("/"), *(p.strip("/") for p in parts[1:])])
+
+
+class LocalFileSystem(FileSystem):
+    """The local file system, for plain paths and ``file://`` URIs."""
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(local_path(path), "rb") as f:
+            return f.read()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        target = local_path(path)
+        directory = os.path.dirname(target) or "."
+        os.makedirs(directory, exist_ok=True)
+        temp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{os.path.basename(target)}")
+        try:
+            with open(temp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temp, target)
+        except BaseException:
+            if os.path.exists(temp):
+                os.unlink(temp)
+            raise
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(local_path(path))
+
+    def list_names(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(local_path(path)))
+        except FileNotFoundError:
+            return []
+
+    def delete(self, path: str) -> None:
+        target = local_path(path)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        elif os.path.lexists(target):
+            os.unlink(target)
+
+    def mkdirs(self, path: str) -> None:
+        os.makedirs(local_path(path), exist_ok=True)

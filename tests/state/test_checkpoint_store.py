@@ -1,0 +1,227 @@
+"""``CheckpointStore`` and the record format: round trips, listing, retention, and every kind of damage."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from state.checkpoint_store import FORMAT_VERSION, MAGIC, CheckpointStore, decode_record, encode_record
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
+from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
+
+TASK = "group-0007"
+
+
+class MemoryFileSystem(FileSystem):
+    """Files in a dict: proves the store needs nothing beyond the ``FileSystem`` interface."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            return self.files[path]
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self.files[path] = bytes(data)
+
+    def exists(self, path: str) -> bool:
+        return path in self.files or any(p.startswith(path + "/") for p in self.files)
+
+    def list_names(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted({p[len(prefix) :].split("/")[0] for p in self.files if p.startswith(prefix)})
+
+    def delete(self, path: str) -> None:
+        for p in [p for p in self.files if p == path or p.startswith(path + "/")]:
+            del self.files[p]
+
+    def mkdirs(self, path: str) -> None:
+        pass
+
+
+@pytest.fixture(params=["local", "memory"])
+def fs(request: pytest.FixtureRequest) -> FileSystem:
+    return LocalFileSystem() if request.param == "local" else MemoryFileSystem()
+
+
+@pytest.fixture
+def store(fs: FileSystem, tmp_path) -> CheckpointStore:
+    return CheckpointStore(fs, str(tmp_path / "checkpoints"), TASK)
+
+
+def tamper(store: CheckpointStore, timestamp_ms: int, change) -> str:
+    """Replaces the checkpoint file at ``timestamp_ms`` by ``change(old bytes)``; returns its path."""
+    path = store.path(timestamp_ms)
+    store.fs.write_atomic(path, change(store.fs.read_bytes(path)))
+    return path
+
+
+def test_persisted_checkpoint_recovers_the_same_bytes(store: CheckpointStore) -> None:
+    payloads = {0: b"", 10: b"\x00state\xff", 1_700_000_000_000: bytes(range(256)) * 40}
+    for timestamp_ms, data in payloads.items():
+        store.persist(timestamp_ms, data)
+    reopened = CheckpointStore(store.fs, store.directory.rsplit("/", 1)[0], TASK)
+    assert {t: reopened.recover(t) for t in payloads} == payloads
+
+
+def test_file_names_encode_the_zero_padded_time(store: CheckpointStore) -> None:
+    store.persist(1_700_000_000_000, b"x")
+    assert store.fs.list_names(store.directory) == ["0000000001700000000000.ckpt"]
+
+
+def test_times_are_sorted_by_time_whatever_the_order_of_writing(store: CheckpointStore) -> None:
+    for timestamp_ms in (100, 5, 2_000, 20):
+        store.persist(timestamp_ms, b"x")
+    assert store.times() == [5, 20, 100, 2_000]
+    assert store.latest() == 2_000
+
+
+def test_a_task_without_checkpoints_has_no_times_and_no_latest(store: CheckpointStore) -> None:
+    assert store.times() == []
+    assert store.latest() is None
+
+
+def test_persisting_the_same_time_again_overwrites(store: CheckpointStore) -> None:
+    store.persist(10, b"first attempt")
+    store.persist(10, b"replay")
+    assert store.times() == [10]
+    assert store.recover(10) == b"replay"
+
+
+def test_temp_files_of_unfinished_writes_and_unrelated_names_are_ignored(store: CheckpointStore) -> None:
+    store.persist(10, b"x")
+    name = store.path(20).rsplit("/", 1)[1]
+    unfinished = encode_record(20, b"half written")[:9]
+    store.fs.write_atomic(store.fs.join(store.directory, f"{TEMP_PREFIX}crash-{name}"), unfinished)
+    store.fs.write_atomic(store.fs.join(store.directory, "notes.txt"), b"")
+    store.fs.write_atomic(store.fs.join(store.directory, "20.ckpt"), b"")
+    assert store.times() == [10]
+
+
+def test_retain_deletes_older_checkpoints_and_keeps_the_rest(store: CheckpointStore) -> None:
+    for timestamp_ms in (10, 20, 30, 40):
+        store.persist(timestamp_ms, b"x")
+    store.retain(30)
+    assert store.times() == [30, 40]
+
+
+def test_retain_always_keeps_the_newest_checkpoint(store: CheckpointStore) -> None:
+    for timestamp_ms in (10, 20):
+        store.persist(timestamp_ms, b"x")
+    store.retain(1_000)
+    assert store.times() == [20]
+
+
+def test_delete_after_drops_checkpoints_newer_than_the_rewind_point(store: CheckpointStore) -> None:
+    for timestamp_ms in (10, 20, 30, 40):
+        store.persist(timestamp_ms, b"x")
+    store.delete_after(20)
+    assert store.times() == [10, 20]
+
+
+@pytest.mark.parametrize("keep_bytes", [0, 1, 25, 30])
+def test_torn_record_raises_instead_of_returning_empty_state(store: CheckpointStore, keep_bytes: int) -> None:
+    store.persist(10, b"some state of many bytes")
+    path = tamper(store, 10, lambda raw: raw[:keep_bytes])
+    with pytest.raises(CorruptCheckpointError, match="torn") as caught:
+        store.recover(10)
+    assert path in str(caught.value)
+
+
+def test_trailing_bytes_after_the_payload_are_corruption(store: CheckpointStore) -> None:
+    store.persist(10, b"state")
+    path = tamper(store, 10, lambda raw: raw + b"\x00")
+    with pytest.raises(CorruptCheckpointError, match="payload bytes") as caught:
+        store.recover(10)
+    assert path in str(caught.value)
+
+
+def test_any_flipped_byte_is_detected(store: CheckpointStore) -> None:
+    store.persist(10, b"state")
+    original = store.fs.read_bytes(store.path(10))
+    for offset in range(len(original)):
+        flipped = bytearray(original)
+        flipped[offset] ^= 0x01
+        store.fs.write_atomic(store.path(10), bytes(flipped))
+        with pytest.raises(CorruptCheckpointError) as caught:
+            store.recover(10)
+        assert store.path(10) in str(caught.value), offset
+
+
+def test_flipped_payload_byte_fails_the_checksum(store: CheckpointStore) -> None:
+    store.persist(10, b"state")
+    tamper(store, 10, lambda raw: raw[:-1] + bytes([raw[-1] ^ 0x80]))
+    with pytest.raises(CorruptCheckpointError, match="checksum"):
+        store.recover(10)
+
+
+def test_wrong_magic_raises(store: CheckpointStore) -> None:
+    store.persist(10, b"state")
+    path = tamper(store, 10, lambda raw: b"JUNK" + raw[len(MAGIC) :])
+    with pytest.raises(CorruptCheckpointError, match="magic") as caught:
+        store.recover(10)
+    assert path in str(caught.value)
+
+
+def test_other_format_version_raises(store: CheckpointStore) -> None:
+    store.persist(10, b"state")
+    other = struct.pack(">H", FORMAT_VERSION + 1)
+    path = tamper(store, 10, lambda raw: raw[:4] + other + raw[6:])
+    with pytest.raises(CorruptCheckpointError, match=f"format version {FORMAT_VERSION + 1}") as caught:
+        store.recover(10)
+    assert path in str(caught.value)
+
+
+def test_header_time_differing_from_the_file_name_is_corruption(store: CheckpointStore) -> None:
+    store.persist(10, b"state of 10")
+    store.fs.write_atomic(store.path(20), store.fs.read_bytes(store.path(10)))
+    with pytest.raises(CorruptCheckpointError, match="header says 10 ms, file name says 20 ms") as caught:
+        store.recover(20)
+    assert store.path(20) in str(caught.value)
+
+
+def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: CheckpointStore) -> None:
+    store.persist(10, b"x")
+    with pytest.raises(MissingCheckpointError) as caught:
+        store.recover(20)
+    message = str(caught.value)
+    assert store.path(20) in message and "20 ms" in message and "held: 10 ms" in message
+    assert "rewind" in message
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "10", None, 2**63])
+def test_negative_or_non_int_timestamps_are_refused(store: CheckpointStore, bad: object) -> None:
+    with pytest.raises(StateValueError, match="timestamp_ms"):
+        store.persist(bad, b"x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        store.recover(bad)  # type: ignore[arg-type]
+
+
+def test_non_bytes_data_is_refused(store: CheckpointStore) -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        store.persist(10, 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("task", ["", ".", "..", "a/b", "a\\b"])
+def test_task_names_that_are_not_one_directory_name_are_refused(fs: FileSystem, task: str) -> None:
+    with pytest.raises(StateValueError, match="task name"):
+        CheckpointStore(fs, "/unused", task)
+
+
+def test_record_helpers_round_trip_and_name_the_source_when_corrupt() -> None:
+    raw = encode_record(42, b"payload")
+    assert raw.startswith(MAGIC)
+    assert decode_record(raw, "somewhere") == (42, b"payload")
+    with pytest.raises(CorruptCheckpointError, match="corrupt record somewhere: .*; do this") as caught:
+        decode_record(raw[:-1], "somewhere", "do this")
+    assert isinstance(caught.value, OSError)
+
+
+def test_numpy_integer_times_are_accepted_as_ints(store: CheckpointStore) -> None:
+    store.persist(np.int64(10), b"x")
+    assert store.times() == [10] and store.recover(np.int64(10)) == b"x"

@@ -1,0 +1,639 @@
+"""``KeyedTable``: vectorized updates against scalar folds, totals, late rows, windows,
+checkpoints, recovery with replay, encoding and every kind of damage to it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import monoids
+from monoids.base import Monoid, MonoidError, MonoidTypeError, MonoidValueError
+from monoids.numeric import Count, Max, Min, Sum
+from state import codec
+from state.errors import CorruptCheckpointError, StateValueError
+from state.table import COMMITTED, KeyedTable
+from state.window import Window
+
+INTERVAL = 100
+
+
+def table_of(monoid=None, interval=INTERVAL, window=None) -> KeyedTable:
+    return KeyedTable(monoid or Sum(), interval, window)
+
+
+def apply(table: KeyedTable, messages, batches=None):
+    """Applies ``(key, ts, value)`` messages in order, in batches of the given sizes."""
+    sizes = batches or [len(messages)]
+    start = 0
+    for size in sizes:
+        chunk = messages[start : start + size]
+        start += size
+        if chunk:
+            keys, stamps, values = zip(*chunk)
+            table.update(np.array(keys, dtype=object), np.array(stamps, dtype=np.int64), list(values))
+    if start < len(messages):
+        apply(table, messages[start:])
+
+
+def totals(table: KeyedTable, keys=None) -> dict:
+    found, values = table.totals(keys)
+    return dict(zip(found.tolist(), table.monoid.values(values)))
+
+
+def rows(table: KeyedTable) -> list:
+    return sorted(
+        zip(table.keys.tolist(), table.buckets.tolist(), table.monoid.values(table.values)),
+        key=lambda r: (str(type(r[0])), r[0], r[1]),
+    )
+
+
+def scalar_folds(monoid: Monoid, messages) -> dict:
+    out: dict = {}
+    for key, _, value in messages:
+        out[key] = monoid.plus(out.get(key, monoid.zero()), monoid.validate(value))
+    return out
+
+
+def assert_equivalent(monoid: Monoid, got: dict, expected: dict):
+    assert got.keys() == expected.keys()
+    for key in expected:
+        assert monoid.equivalent(got[key], expected[key]), (key, got[key], expected[key])
+
+
+def state_of(table: KeyedTable) -> tuple:
+    return (rows(table), table.checkpoint_ms, table.emitted_ms, table.late_count)
+
+
+# -- construction --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -100, 1.5, "100", None, True])
+def test_a_bad_interval_raises(bad):
+    with pytest.raises(StateValueError, match="interval_ms"):
+        KeyedTable(Sum(), bad)
+
+
+def test_buckets_are_the_interval_without_a_window_and_panes_with_one():
+    assert table_of().bucket_ms == 100
+    assert table_of(interval=1000, window=Window(300, 100)).bucket_ms == 100
+    assert table_of(interval=150, window=Window(300, 100)).bucket_ms == 50
+
+
+def test_a_new_table_is_empty():
+    table = table_of()
+    assert len(table) == 0
+    assert totals(table) == {}
+    assert table.get("absent") == 0
+    assert (table.checkpoint_ms, table.emitted_ms, table.late_count, table.sealed_ms) == (0, 0, 0, 0)
+
+
+# -- updates -------------------------------------------------------------------------
+
+
+def test_one_row_per_key_and_bucket():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("a", 20, 2), ("b", 30, 4), ("a", 150, 8), ("a", 99, 16)])
+    assert rows(table) == [("a", 0, 19), ("a", 100, 8), ("b", 0, 4)]
+
+
+def test_update_returns_the_keys_touched_in_order_of_appearance():
+    table = table_of()
+    touched = table.update(np.array(["b", "a", "b"], dtype=object), np.array([1, 2, 3]), [1, 1, 1])
+    assert list(touched) == ["b", "a"]
+
+
+def test_update_takes_plain_lists_and_numpy_keys():
+    table = table_of()
+    table.update(["x", "y"], [1, 2], [3, 4])
+    table.update(np.array([7, 7]), np.array([5, 6], dtype=np.int32), np.array([1, 2]))
+    assert totals(table) == {"x": 3, "y": 4, 7: 3}
+
+
+def test_update_frame_takes_key_timestamp_and_value_columns():
+    table = table_of(Sum(float))
+    frame = pd.DataFrame(
+        {"key": ["a", "b", "a", "c"], "timestamp": [10, 20, 130, 240], "value": [0.5, 1.0, 2.0, 4.0]}
+    )
+    touched = table.update_frame(frame)
+    assert list(touched) == ["a", "b", "c"]
+    assert totals(table) == {"a": 2.5, "b": 1.0, "c": 4.0}
+    assert rows(table) == [("a", 0, 0.5), ("a", 100, 2.0), ("b", 0, 1.0), ("c", 200, 4.0)]
+
+
+def test_update_frame_with_integer_keys():
+    table = table_of(Count())
+    keys = np.array([3, 1, 3], dtype=np.int64)
+    frame = pd.DataFrame({"key": keys, "timestamp": [1, 2, 3], "value": [1, 1, 1]})
+    table.update_frame(frame)
+    assert totals(table) == {3: 2, 1: 1}
+
+
+def test_totals_for_a_subset_of_keys_ignore_unknown_keys():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 2), ("c", 130, 4), ("a", 250, 8)])
+    assert totals(table, ["a", "c", "zzz"]) == {"a": 9, "c": 4}
+    assert totals(table, []) == {}
+    assert table.get("a") == 9
+    assert table.get("zzz") == 0
+
+
+def test_get_of_an_unknown_key_is_zero_for_every_monoid():
+    assert table_of(Max()).get("k") == Max().zero()
+    assert table_of(Min(float)).get("k") == math.inf
+
+
+key_strategies = {
+    "str": st.text(alphabet="abcdefgh", min_size=1, max_size=3),
+    "int": st.integers(-(2**40), 2**40),
+}
+value_strategies = {
+    "sum": (Sum(), st.integers(-(10**12), 10**12)),
+    "float": (Sum(float), st.floats(-1e6, 1e6, allow_nan=False)),
+    "count": (Count(), st.just(1)),
+    "max": (Max(), st.integers(-(10**12), 10**12)),
+    "min": (Min(float), st.floats(-1e6, 1e6, allow_nan=False)),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(key_strategies)),
+    st.sampled_from(sorted(value_strategies)),
+    st.data(),
+)
+def test_vectorized_updates_equal_per_key_scalar_folds(key_kind, monoid_name, data):
+    monoid, values = value_strategies[monoid_name]
+    keys = key_strategies[key_kind]
+    messages = data.draw(st.lists(st.tuples(keys, st.integers(0, 2000), values), max_size=200))
+    batches = data.draw(st.lists(st.integers(1, 60), max_size=10))
+    table = table_of(monoid)
+    apply(table, messages, batches)
+    assert_equivalent(monoid, totals(table), scalar_folds(monoid, messages))
+    for key in {k for k, _, _ in messages[:5]}:
+        assert monoid.equivalent(table.get(key), scalar_folds(monoid, messages)[key])
+    # one row per (key, bucket) seen
+    assert len(table) == len({(k, ts // INTERVAL) for k, ts, _ in messages})
+
+
+def test_many_keys_in_one_batch_equal_scalar_folds():
+    rng = np.random.default_rng(3)
+    n = 20_000
+    keys = rng.integers(0, 3000, size=n)
+    stamps = rng.integers(0, 10_000, size=n)
+    values = rng.integers(-1000, 1000, size=n)
+    table = table_of()
+    table.update(keys, stamps, values)
+    expected = pd.Series(values).groupby(keys).sum().to_dict()
+    assert totals(table) == expected
+
+
+# -- late rows -----------------------------------------------------------------------
+
+
+def test_rows_before_the_last_checkpoint_are_late_counted_and_skipped():
+    table = table_of()
+    apply(table, [("a", 10, 1)])
+    table.checkpoint(100)
+    touched = table.update(np.array(["a", "b", "c"], dtype=object), np.array([99, 100, 0]), [10, 20, 30])
+    assert list(touched) == ["b"]
+    assert table.late_count == 2
+    assert totals(table) == {"a": 1, "b": 20}
+
+
+def test_a_batch_of_only_late_rows_changes_nothing_but_the_count():
+    table = table_of()
+    apply(table, [("a", 10, 1)])
+    table.checkpoint(200)
+    before = rows(table)
+    assert list(table.update(["a", "a"], [5, 150], [1, 1])) == []
+    assert rows(table) == before
+    assert table.late_count == 2
+
+
+def test_rows_of_closed_windows_are_late():
+    table = table_of(window=Window(300, 100))
+    apply(table, [("a", 10, 1)])
+    table.close_windows(350)
+    apply(table, [("a", 349, 1), ("a", 350, 2)])
+    assert table.late_count == 1
+    assert table.sealed_ms == 350
+
+
+# -- bad input -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("monoid", "keys", "stamps", "values", "error"),
+    [
+        (Sum(), ["a", "b"], [10, -1], [1, 2], StateValueError),
+        (Sum(), ["a", "b"], np.array([10.0, 20.0]), [1, 2], StateValueError),
+        (Sum(), ["a", "b"], [10, 20], [1, "2"], MonoidTypeError),
+        (Sum(), ["a", "b"], [10, 20], [1, 2.5], MonoidTypeError),
+        (Sum(), ["a", "b"], [10, 20], [1, True], MonoidTypeError),
+        (Sum(), ["a", "b"], [10, 20], [1, 2**70], MonoidValueError),
+        (Sum(float), ["a", "b"], [10, 20], np.array([1.0, np.nan]), MonoidValueError),
+        (Sum(float), ["a", "b"], [10, 20], [1.0, math.nan], MonoidValueError),
+        (Sum(), ["a", "b", "c"], [10, 20], [1, 2], StateValueError),
+        (Sum(), ["a", "b"], [10, 20], [1, 2, 3], StateValueError),
+        (Sum(), ["a", "a"], [110, 120], [2**62, 2**62], MonoidValueError),  # the sum leaves 64 bits
+    ],
+)
+def test_a_bad_batch_raises_and_applies_nothing(monoid, keys, stamps, values, error):
+    table = table_of(monoid)
+    apply(table, [("a", 5, monoid.validate(1)), ("b", 150, monoid.validate(2))])
+    table.checkpoint(100)
+    before = state_of(table)
+    with pytest.raises(error):
+        table.update(keys, stamps, values)
+    assert state_of(table) == before
+
+
+def test_a_bad_value_is_reported_with_where_it_came_from():
+    with pytest.raises(MonoidError, match="table update"):
+        table_of().update(["a"], [1], ["x"])
+    with pytest.raises(StateValueError, match=r"timestamp -5 at row 1 \(key .*'b'"):
+        table_of().update(["a", "b"], [1, -5], [1, 1])
+
+
+def test_a_batch_that_overflows_changes_nothing_not_even_the_late_count():
+    """The overflow is found while merging, after the late rows were filtered out; the
+    late rows must not be counted for a batch that was refused (a retry would count
+    them twice, and the count is part of the checkpoint)."""
+    table = table_of()
+    apply(table, [("a", 150, 2**63 - 10)])
+    table.checkpoint(100)
+    before = state_of(table)
+    with pytest.raises(MonoidValueError):
+        table.update(["a", "a"], [50, 160], [1, 100])  # 50 is late; 160 overflows "a"
+    assert state_of(table) == before
+
+
+# -- windows -------------------------------------------------------------------------
+
+
+def test_a_table_without_a_window_has_no_windows_to_close():
+    with pytest.raises(StateValueError, match="no window"):
+        table_of().close_windows(100)
+    with pytest.raises(StateValueError, match="no window"):
+        table_of().open_windows()
+
+
+def test_closed_windows_per_key_equal_brute_force():
+    window = Window(300, 100)
+    table = table_of(window=window)
+    rng = np.random.default_rng(11)
+    columns = rng.integers(0, 5, 400), rng.integers(0, 2000, 400), rng.integers(0, 100, 400)
+    messages = [(str(k), int(t), int(v)) for k, t, v in zip(*columns)]
+    apply(table, messages, [50] * 8)
+    closed = table.close_windows(1500)
+    got = dict(zip(zip(closed.keys.tolist(), closed.starts_ms.tolist()), closed.values.tolist()))
+    expected = defaultdict(int)
+    for k, ts, v in messages:
+        for start in window.starts_containing(ts):
+            if start + window.size_ms <= 1500:
+                expected[(k, start)] += v
+    assert got == dict(expected)
+    assert (closed.ends_ms == closed.starts_ms + 300).all()
+    assert len(table.close_windows(1500)) == 0
+    open_ = table.open_windows()
+    assert set(open_.starts_ms.tolist()) == {s for s in range(1300, 2000, 100)}
+
+
+def test_checkpoints_of_a_windowed_table_prune_panes_of_closed_windows():
+    window = Window(300, 100)
+    table = table_of(window=window)
+    apply(table, [("a", t, 1) for t in range(0, 1000, 50)])
+    table.close_windows(700)
+    data = table.checkpoint(700)
+    # windows [400, 700) and older are closed: only panes of [500, 800) on are needed
+    assert sorted(set(table.buckets.tolist())) == [500, 600, 700, 800, 900]
+    restored = table_of(window=window)
+    restored.recover(700, data)
+    assert rows(restored) == [("a", 500, 2), ("a", 600, 2)]
+    apply(restored, [("a", t, 1) for t in range(700, 1000, 50)])
+    assert rows(restored) == rows(table)
+
+
+# -- checkpoints ---------------------------------------------------------------------
+
+
+def test_due_checkpoint_is_the_newest_boundary_newer_than_the_last_checkpoint():
+    table = table_of()
+    assert table.due_checkpoint(0) is None
+    assert table.due_checkpoint(99) is None
+    assert table.due_checkpoint(100) == 100
+    assert table.due_checkpoint(475) == 400  # also for a table without any message
+    table.checkpoint(400)
+    assert table.due_checkpoint(475) is None
+    assert table.due_checkpoint(499) is None
+    assert table.due_checkpoint(500) == 500
+    with pytest.raises(StateValueError, match="watermark_ms"):
+        table.due_checkpoint(-1)
+
+
+@pytest.mark.parametrize("bad", [150, 99, 1, -100, 1.0])
+def test_a_checkpoint_at_a_non_multiple_of_the_interval_raises(bad):
+    table = table_of()
+    apply(table, [("a", 10, 1)])
+    before = state_of(table)
+    with pytest.raises(StateValueError):
+        table.checkpoint(bad)
+    assert state_of(table) == before
+
+
+@pytest.mark.parametrize("bad", [0, 100, 200])
+def test_a_checkpoint_at_or_before_the_last_one_raises(bad):
+    table = table_of()
+    table.checkpoint(200)
+    with pytest.raises(StateValueError, match="after the last checkpoint 200"):
+        table.checkpoint(bad)
+
+
+def test_checkpoint_holds_only_rows_before_the_checkpoint_time():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("a", 120, 2), ("b", 250, 4), ("c", 199, 8)])
+    restored = KeyedTable.decode(table.checkpoint(200), Sum(), INTERVAL)
+    assert totals(restored) == {"a": 3, "c": 8}
+    assert restored.checkpoint_ms == 200
+
+
+def test_checkpoint_folds_the_rows_before_it_into_one_committed_row_per_key():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("a", 120, 2), ("b", 250, 4), ("a", 310, 8)])
+    table.checkpoint(300)
+    assert rows(table) == [("a", COMMITTED, 3), ("a", 300, 8), ("b", COMMITTED, 4)]
+    apply(table, [("a", 300, 16)])
+    table.checkpoint(400)
+    assert rows(table) == [("a", COMMITTED, 27), ("b", COMMITTED, 4)]
+    assert totals(table) == {"a": 27, "b": 4}
+
+
+def test_recover_replaces_the_state_and_seals_the_checkpoint_time():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 150, 2)])
+    data = table.checkpoint(200)
+    other = table_of()
+    apply(other, [("zzz", 999, 1000)])
+    other.recover(200, data)
+    assert totals(other) == {"a": 1, "b": 2}
+    assert (other.checkpoint_ms, other.sealed_ms) == (200, 200)
+    apply(other, [("a", 199, 1), ("a", 200, 1)])
+    assert other.late_count == 1
+    assert totals(other) == {"a": 2, "b": 2}
+
+
+def test_recover_at_another_time_than_the_checkpoints_raises():
+    table = table_of()
+    data = table.checkpoint(200)
+    with pytest.raises(CorruptCheckpointError, match="holds the state at 200"):
+        table_of().recover(300, data)
+
+
+messages_strategy = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 1000), st.integers(-100, 100)),
+    max_size=80,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(messages_strategy, st.integers(1, 10), st.data())
+def test_checkpoint_recover_and_replay_equals_the_uninterrupted_table(messages, boundary, data):
+    t = boundary * INTERVAL
+    cut = data.draw(st.integers(0, len(messages)), label="checkpoint after message")
+    batches = data.draw(st.lists(st.integers(1, 20), max_size=6), label="batches")
+
+    original = table_of()
+    apply(original, messages[:cut], batches)
+    checkpoint = original.checkpoint(t)
+    apply(original, messages[cut:], batches)
+
+    recovered = table_of()
+    recovered.recover(t, checkpoint)
+    apply(recovered, [m for m in messages if m[1] >= t], batches[::-1])
+
+    assert totals(recovered) == totals(original)
+    # and both equal the fold of the messages that were not late
+    assert original.late_count == sum(1 for m in messages[cut:] if m[1] < t)
+    on_time = [m for i, m in enumerate(messages) if i < cut or m[1] >= t]
+    assert totals(original) == scalar_folds(Sum(), on_time)
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages_strategy, st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
+def test_a_chain_of_checkpoints_recovers_from_any_of_them(messages, steps, data):
+    """Checkpoints at growing boundaries while messages arrive; recovering any one and
+    replaying from its time on (the messages with ``ts >= T`` and the later checkpoints,
+    where the watermark puts them) reaches the same totals and the same later checkpoints."""
+    times = (np.cumsum(steps) * INTERVAL).tolist()
+    n = len(times)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(messages)), min_size=n, max_size=n)))
+    events, position = [], 0
+    for t, cut in zip(times, cuts):
+        events += [("msg", m) for m in messages[position:cut]] + [("checkpoint", t)]
+        position = cut
+    events += [("msg", m) for m in messages[position:]]
+
+    def run(table, events_):
+        taken = {}
+        for kind, what in events_:
+            if kind == "msg":
+                apply(table, [what])
+            else:
+                taken[what] = table.checkpoint(what)
+        return taken
+
+    original = table_of()
+    taken = run(original, events)
+    for t, checkpoint in taken.items():
+        recovered = table_of()
+        recovered.recover(t, checkpoint)
+        replay = [
+            e for e in events if (e[0] == "msg" and e[1][1] >= t) or (e[0] == "checkpoint" and e[1] > t)
+        ]
+        replayed = run(recovered, replay)
+        assert totals(recovered) == totals(original), t
+        assert replayed.keys() == {u for u in taken if u > t}
+        for u, later in replayed.items():
+            again, first = (KeyedTable.decode(b, Sum(), INTERVAL) for b in (later, taken[u]))
+            assert totals(again) == totals(first), u
+
+
+# -- encoding ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["a", "b", "é", ""],
+        [1, -5, 2**62, 0],
+        [None, None, None, None],
+        ["a", None, "b", "a"],
+    ],
+)
+def test_encode_decode_round_trips_rows_and_counters(keys):
+    window = Window(300, 100)
+    table = table_of(Sum(float), interval=200, window=window)
+    apply(table, [(k, 100 * i + 7, float(i)) for i, k in enumerate(keys * 3)])
+    table.close_windows(450)
+    table.checkpoint(400)
+    apply(table, [(keys[0], 10, 1.0)])  # late
+    decoded = KeyedTable.decode(table.encode(), Sum(float), 200, window)
+    assert state_of(decoded) == state_of(table)
+    assert (decoded.checkpoint_ms, decoded.emitted_ms, decoded.late_count) == (400, 450, 1)
+    assert decoded.encode() == table.encode()
+
+
+def test_encode_decode_of_an_empty_table():
+    decoded = KeyedTable.decode(table_of().encode(), Sum(), INTERVAL)
+    assert len(decoded) == 0 and totals(decoded) == {}
+
+
+def test_encode_keeps_rows_after_the_last_checkpoint_and_checkpoint_does_not():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("a", 250, 2)])
+    data = table.checkpoint(200)
+    assert totals(KeyedTable.decode(table.encode(), Sum(), INTERVAL)) == {"a": 3}
+    assert totals(KeyedTable.decode(data, Sum(), INTERVAL)) == {"a": 1}
+
+
+def _sample_bytes() -> bytes:
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 120, 2), ("a", 130, 3)])
+    table.checkpoint(100)
+    apply(table, [("c", 20, 1)])
+    return table.encode()
+
+
+def _sections() -> list[bytes]:
+    return codec.unpack(b"PKTB", 1, _sample_bytes(), "test")
+
+
+def _repack(sections) -> bytes:
+    return codec.pack(b"PKTB", 1, sections)
+
+
+def _corruptions():
+    data = _sample_bytes()
+    meta, keys, buckets, values = _sections()
+    yield "empty", b""
+    yield "header only", data[:10]
+    for cut in (1, 9, len(data) // 2, len(data) - 1):
+        yield f"truncated by {cut}", data[:-cut]
+    yield "trailing bytes", data + b"\0"
+    yield "another magic", b"XXXX" + data[4:]
+    yield "another version", data[:4] + b"\x00\x09" + data[6:]
+    yield "three sections", _repack([meta, keys, buckets])
+    yield "five sections", _repack([meta, keys, buckets, values, b""])
+    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values])
+    yield "torn meta", _repack([meta[:20], keys, buckets, values])
+    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values])
+    yield "torn buckets", _repack([meta, keys, buckets[:-3], values])
+    yield "one bucket short", _repack([meta, keys, buckets[:-8], values])
+    yield "values of another monoid", _repack([meta, keys, buckets, Max().encode_column(np.array([1, 2, 3]))])
+    yield "torn values", _repack([meta, keys, buckets, values[:-3]])
+
+
+@pytest.mark.parametrize(("what", "data"), list(_corruptions()), ids=[w for w, _ in _corruptions()])
+def test_decoding_damaged_bytes_raises_corrupt_checkpoint_error(what, data):
+    with pytest.raises(CorruptCheckpointError):
+        KeyedTable.decode(data, Sum(), INTERVAL)
+
+
+@pytest.mark.parametrize(("what", "data"), list(_corruptions())[:6], ids=[w for w, _ in _corruptions()][:6])
+def test_recovering_damaged_bytes_raises_and_keeps_the_state(what, data):
+    table = table_of()
+    apply(table, [("z", 10, 5)])
+    before = state_of(table)
+    with pytest.raises(CorruptCheckpointError):
+        table.recover(100, data)
+    assert state_of(table) == before
+
+
+@pytest.mark.parametrize(
+    ("interval", "window"),
+    [(50, None), (200, None), (100, Window(300, 50)), (1000, Window(250, 50))],
+)
+def test_decoding_bytes_written_with_another_bucket_size_raises(interval, window):
+    with pytest.raises(CorruptCheckpointError, match="buckets"):
+        KeyedTable.decode(_sample_bytes(), Sum(), interval, window)
+
+
+def test_decoding_bytes_of_another_monoid_raises():
+    with pytest.raises(CorruptCheckpointError, match="sum"):
+        KeyedTable.decode(_sample_bytes(), Count(), INTERVAL)
+    with pytest.raises(CorruptCheckpointError):
+        KeyedTable.decode(_sample_bytes(), Sum(float), INTERVAL)
+
+
+# -- non-commutative monoids ---------------------------------------------------------
+
+
+class Concat(Monoid):
+    """Tuples, concatenated: the simplest monoid where order shows."""
+
+    name = "test-concat"
+    commutative = False
+
+    def zero(self):
+        return ()
+
+    def plus(self, a, b):
+        return a + b
+
+    def validate(self, value, where=""):
+        if not isinstance(value, tuple):
+            raise MonoidTypeError(f"Concat takes tuples, got {value!r} at {where}")
+        return value
+
+    def _encode_payload(self, value):
+        return json.dumps(list(value)).encode()
+
+    def _decode_payload(self, data):
+        return tuple(json.loads(data))
+
+
+def test_a_non_commutative_monoid_is_folded_in_time_order_across_buckets():
+    table = table_of(Concat())
+    apply(table, [("k", 250, ("c",)), ("k", 50, ("a",)), ("j", 120, ("x",))])
+    apply(table, [("k", 150, ("b",)), ("k", 260, ("d",)), ("k", 10, ("a2",))])
+    # buckets in time order; within a bucket, message order
+    assert totals(table) == {"k": ("a", "a2", "b", "c", "d"), "j": ("x",)}
+    assert table.get("k") == ("a", "a2", "b", "c", "d")
+
+
+def test_a_non_commutative_monoid_keeps_time_order_through_checkpoints_and_recovery():
+    table = table_of(Concat())
+    apply(table, [("k", 250, ("c",)), ("k", 50, ("a",)), ("k", 150, ("b",))])
+    data = table.checkpoint(200)
+    apply(table, [("k", 210, ("d",)), ("k", 450, ("f",)), ("k", 300, ("e",))])
+    assert totals(table) == {"k": ("a", "b", "c", "d", "e", "f")}
+    recovered = table_of(Concat())
+    recovered.recover(200, data)
+    apply(recovered, [("k", 250, ("c",)), ("k", 210, ("d",)), ("k", 450, ("f",)), ("k", 300, ("e",))])
+    assert totals(recovered) == totals(table)
+    decoded = KeyedTable.decode(table.encode(), Concat(), INTERVAL)
+    assert totals(decoded) == totals(table)
+
+
+@pytest.mark.parametrize("name", ["First", "Last"])
+def test_first_and_last_break_ties_in_time_order_across_buckets(name):
+    monoid_type = getattr(monoids, name, None)
+    stamped = getattr(monoids, "Timestamped", None)
+    if monoid_type is None or stamped is None:
+        pytest.skip(f"monoids.{name} is not available")
+    monoid = monoid_type()
+    assert not monoid.commutative
+    table = table_of(monoid)
+    # equal user timestamps: the message time decides, not the arrival order
+    apply(table, [("k", 150, stamped(5, "late-bucket")), ("k", 50, stamped(5, "early-bucket"))])
+    expected = "early-bucket" if name == "First" else "late-bucket"
+    assert table.get("k").item == expected
+    table.checkpoint(100)
+    assert table.get("k").item == expected
