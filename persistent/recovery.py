@@ -1,0 +1,128 @@
+"""The layout of a job's checkpoint directory and the choice of recovery path.
+
+::
+
+    DIR/spark/                 Spark's checkpoint location (offsets, commits, state store)
+    DIR/checkpoints/<task>/    each key group's checkpoints, one file per checkpoint time
+    DIR/clock/                 the global minimum checkpoint clock and per-task clocks
+    DIR/generation             which Spark checkpoint generation runs, and its restore point
+
+A job starts in one of three ways:
+
+- **fresh**: no clock yet; everything starts empty.
+- **path A**: ``spark/`` holds a query: Spark restores its own state and replays the
+  unfinished micro-batch; the framework continues its generation.
+- **path B**: ``spark/`` is gone (lost, or a new version of the job) but the clock
+  names time ``T``: every task is restored from its checkpoint at exactly ``T``, the
+  sources start at ``T``, and messages before ``T`` are dropped (they are inside the
+  restored state). A missing or torn checkpoint is an error, never an empty state.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+
+from state.checkpoint_store import CheckpointStore
+from state.clock_store import ClockRecord, ClockStore
+from state.errors import CorruptCheckpointError
+from state.fs import FileSystem
+
+__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index"]
+
+
+def task_name(group: int) -> str:
+    """The task (checkpoint store) name of key group ``group``."""
+    return f"group-{group:05d}"
+
+
+def task_index(name: str) -> int:
+    """Inverse of ``task_name``."""
+    return int(name.rsplit("-", 1)[1])
+
+
+class RecoveryPath(enum.Enum):
+    """How a job (re)starts."""
+
+    FRESH = "fresh"
+    SAME_CHECKPOINT = "A"
+    FROM_CLOCK = "B"
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """The plan for one start of a job."""
+
+    path: RecoveryPath
+    #: Counts Spark checkpoint generations: a new one starts with each path B.
+    generation: int
+    #: Restore point: messages before it are inside the restored state (0: none).
+    floor_ms: int
+    #: Restored checkpoint bytes per key group (path B only).
+    restored: dict[int, bytes] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """One line for the job's log."""
+        if self.path is RecoveryPath.FRESH:
+            return "fresh start: no checkpoint clock yet"
+        if self.path is RecoveryPath.SAME_CHECKPOINT:
+            return f"recovery path A: continuing Spark's checkpoint (generation {self.generation})"
+        return (
+            f"recovery path B: Spark's checkpoint is gone; restored {len(self.restored)} task(s) "
+            f"at clock {self.floor_ms} and rewound the sources to it (generation {self.generation})"
+        )
+
+
+class JobDirectory:
+    """The files of one job under ``root``, through ``fs``."""
+
+    def __init__(self, fs: FileSystem, root: str):
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.spark = fs.join(self.root, "spark")
+        self.checkpoints = fs.join(self.root, "checkpoints")
+        self.clock = ClockStore(fs, fs.join(self.root, "clock"))
+        self._generation = fs.join(self.root, "generation")
+
+    def store(self, group: int) -> CheckpointStore:
+        """The checkpoint store of key group ``group``."""
+        return CheckpointStore(self.fs, self.checkpoints, task_name(group))
+
+    def _read_generation(self) -> tuple[int, int] | None:
+        try:
+            raw = self.fs.read_bytes(self._generation)
+        except FileNotFoundError:
+            return None
+        try:
+            record = json.loads(raw)
+            return int(record["generation"]), int(record["floor_ms"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptCheckpointError(
+                f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
+            ) from exc
+
+    def _write_generation(self, generation: int, floor_ms: int) -> None:
+        record = {"generation": generation, "floor_ms": floor_ms}
+        self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
+
+    def plan(self) -> Recovery:
+        """Chooses the recovery path and, for path B, restores every task's checkpoint."""
+        current = self._read_generation()
+        if self.fs.list_names(self.fs.join(self.spark, "offsets")):
+            generation, floor_ms = current or (0, 0)
+            return Recovery(RecoveryPath.SAME_CHECKPOINT, generation, floor_ms)
+        record = self.clock.read()
+        if record is None:
+            self.fs.delete(self.spark)
+            self._write_generation(0, 0)
+            return Recovery(RecoveryPath.FRESH, 0, 0)
+        restored = self._restore(record)
+        generation = (current[0] + 1) if current else 1
+        self.fs.delete(self.spark)
+        self._write_generation(generation, record.clock_ms)
+        return Recovery(RecoveryPath.FROM_CLOCK, generation, record.clock_ms, restored)
+
+    def _restore(self, record: ClockRecord) -> dict[int, bytes]:
+        # recover() raises for a missing or torn checkpoint: never an empty state.
+        return {task_index(task): self.store(task_index(task)).recover(record.clock_ms) for task in record.task_clocks}

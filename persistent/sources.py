@@ -1,0 +1,282 @@
+"""Time-replayable sources on Spark's Python Data Source API.
+
+A source can start at any event time ``T`` (recovery path B rewinds it to the
+clock), reads deterministically between two offsets (so Spark's replay of a
+micro-batch sees the same messages), bounds what one micro-batch reads, and
+supports ``Trigger.AvailableNow``. Each produces raw messages with columns
+``key``, ``timestamp`` (ms) and ``value``; a job's ``prepare`` step may reshape them.
+
+- ``generator``: message ``i`` (from 0) has key ``k{i % keys}``, value ``i`` and event
+  time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows the
+  sequence).
+- ``files``: a directory of text or JSON-lines files, read in name order (new files
+  must sort after the ones already read). Line ``n`` (from 0) of the ``f``-th text
+  file has event time ``f * FILE_SPAN_MS + n + 1``; JSON lines carry their time in a
+  field.
+
+Event times start at 1 ms, not 0: Spark treats a row whose event time equals the
+watermark as late, and the watermark starts at 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+__all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
+
+#: Event-time span of one text file: line n of file f is at f * FILE_SPAN_MS + n + 1.
+FILE_SPAN_MS = 1_000_000
+
+
+class Source(ABC):
+    """A time-replayable source of messages."""
+
+    #: Spark type (DDL) of the ``key`` column.
+    key_type = "string"
+    #: Spark type (DDL) of the ``value`` column.
+    value_type = "string"
+
+    @abstractmethod
+    def options(self, start_ms: int) -> dict[str, str]:
+        """Options of the Spark data source, starting at event time ``start_ms``."""
+
+    @property
+    @abstractmethod
+    def format(self) -> str:
+        """Name of the registered Python data source."""
+
+    def stream(self, spark, start_ms: int = 0):
+        """The streaming DataFrame of messages from event time ``start_ms`` on."""
+        spark.dataSource.register(_FORMATS[self.format])
+        return spark.readStream.format(self.format).options(**self.options(start_ms)).load()
+
+
+# -- generator ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GeneratorSource(Source):
+    """Deterministic numbered messages; see the module docstring."""
+
+    keys: int = 10
+    total: int | None = None
+    rows_per_second: float | None = None
+    step_ms: int = 1
+    max_rows_per_batch: int = 100_000
+    key_type = "string"
+    value_type = "bigint"
+    format = "persistent_generator"
+
+    def __post_init__(self):
+        for name in ("keys", "step_ms", "max_rows_per_batch"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"generator source: {name} must be > 0, got {getattr(self, name)}")
+
+    def options(self, start_ms: int) -> dict[str, str]:
+        return {
+            "keys": str(self.keys),
+            "total": "" if self.total is None else str(self.total),
+            "rows_per_second": "" if self.rows_per_second is None else str(self.rows_per_second),
+            "step_ms": str(self.step_ms),
+            "max_rows_per_batch": str(self.max_rows_per_batch),
+            "start_ms": str(start_ms),
+        }
+
+
+@dataclass(frozen=True)
+class _Range(InputPartition):
+    start: int
+    end: int
+
+
+class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]):
+        self.keys = int(options["keys"])
+        self.total = int(options["total"]) if options.get("total") else None
+        self.rate = float(options["rows_per_second"]) if options.get("rows_per_second") else None
+        self.step_ms = int(options["step_ms"])
+        self.max_rows = int(options["max_rows_per_batch"])
+        # The first message at or after the start time: rewinding is arithmetic.
+        self.first = max(0, -(-int(options.get("start_ms", "0")) // self.step_ms) - 1)
+        self.started = time.monotonic()
+        self.target: int | None = None
+
+    def initialOffset(self) -> dict:
+        return {"index": self.first}
+
+    def _available(self) -> int:
+        end = self.total if self.total is not None else 2**62
+        if self.rate is not None:
+            end = min(end, self.first + int((time.monotonic() - self.started) * self.rate))
+        return end if self.target is None else min(end, self.target)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._available()
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_rows)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        end = self._available()
+        if not isinstance(limit, ReadAllAvailable):
+            end = min(end, start["index"] + limit.max_rows)
+        return {"index": max(end, start["index"])}
+
+    def partitions(self, start: dict, end: dict):
+        return [_Range(start["index"], end["index"])]
+
+    def read(self, partition: _Range):
+        keys, step = self.keys, self.step_ms
+        for i in range(partition.start, partition.end):
+            yield (f"k{i % keys}", (i + 1) * step, i)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class _GeneratorDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return GeneratorSource.format
+
+    def schema(self) -> str:
+        return "key string, timestamp bigint, value bigint"
+
+    def streamReader(self, schema):
+        return _GeneratorReader(self.options)
+
+
+# -- files --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilesSource(Source):
+    """Text or JSON-lines files in ``directory``; see the module docstring.
+
+    For JSON lines, ``timestamp_field`` holds the event time (ms), ``key_field`` the
+    key, and the whole line is the value.
+    """
+
+    directory: str
+    file_format: str = "text"
+    max_files_per_batch: int = 1
+    timestamp_field: str = "timestamp"
+    key_field: str = "key"
+    key_type = "string"
+    value_type = "string"
+    format = "persistent_files"
+
+    def __post_init__(self):
+        if self.file_format not in ("text", "jsonl"):
+            raise ValueError(f"files source: file_format must be 'text' or 'jsonl', got {self.file_format!r}")
+        if self.max_files_per_batch <= 0:
+            raise ValueError(f"files source: max_files_per_batch must be > 0, got {self.max_files_per_batch}")
+
+    def options(self, start_ms: int) -> dict[str, str]:
+        return {
+            "directory": os.path.abspath(self.directory),
+            "file_format": self.file_format,
+            "max_files_per_batch": str(self.max_files_per_batch),
+            "timestamp_field": self.timestamp_field,
+            "key_field": self.key_field,
+            "start_ms": str(start_ms),
+        }
+
+
+@dataclass(frozen=True)
+class _Files(InputPartition):
+    first_index: int
+    paths: tuple[str, ...]
+
+
+class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]):
+        self.options = options
+        self.directory = options["directory"]
+        self.max_files = int(options["max_files_per_batch"])
+        start_ms = int(options.get("start_ms", "0"))
+        # Text files before the start time hold no message at or after it.
+        self.first = max(0, start_ms - 1) // FILE_SPAN_MS if options["file_format"] == "text" else 0
+        self.target: int | None = None
+
+    def _names(self) -> list[str]:
+        try:
+            return sorted(n for n in os.listdir(self.directory) if not n.startswith((".", "_")))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"files source: input directory {self.directory} does not exist") from None
+
+    def initialOffset(self) -> dict:
+        return {"files": self.first}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = len(self._names())
+
+    def getDefaultReadLimit(self):
+        return ReadMaxFiles(self.max_files)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        end = len(self._names()) if self.target is None else self.target
+        if not isinstance(limit, ReadAllAvailable):
+            end = min(end, start["files"] + limit.max_files)
+        return {"files": max(end, start["files"])}
+
+    def partitions(self, start: dict, end: dict):
+        names = self._names()
+        return [
+            _Files(i, (os.path.join(self.directory, names[i]),)) for i in range(start["files"], end["files"])
+        ]
+
+    def read(self, partition: _Files):
+        if self.options["file_format"] == "text":
+            for offset, path in enumerate(partition.paths):
+                base = (partition.first_index + offset) * FILE_SPAN_MS
+                with open(path, encoding="utf-8") as lines:
+                    for number, line in enumerate(lines):
+                        if number >= FILE_SPAN_MS - 1:
+                            raise ValueError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
+                        yield (path, base + number + 1, line.rstrip("\n"))
+            return
+        time_field, key_field = self.options["timestamp_field"], self.options["key_field"]
+        for path in partition.paths:
+            with open(path, encoding="utf-8") as lines:
+                for number, line in enumerate(lines, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                        timestamp = int(record[time_field])
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise ValueError(
+                            f"files source: {path} line {number}: no integer field {time_field!r} ({exc})"
+                        ) from None
+                    yield (str(record.get(key_field, "")), timestamp, line.rstrip("\n"))
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class _FilesDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FilesSource.format
+
+    def schema(self) -> str:
+        return "key string, timestamp bigint, value string"
+
+    def streamReader(self, schema):
+        return _FilesReader(self.options)
+
+
+_FORMATS = {GeneratorSource.format: _GeneratorDataSource, FilesSource.format: _FilesDataSource}
