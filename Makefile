@@ -10,7 +10,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 .PHONY: demo test check-env clean
 
 check-env:
-	@$(PYTHON) -m persistent.environment
+	@$(PYTHON) persistent/environment.py
 
 $(STAMP): setup.cfg pyproject.toml | check-env
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -19,11 +19,11 @@ $(STAMP): setup.cfg pyproject.toml | check-env
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/python -m persistent.environment --dependencies
+	$(VENV)/bin/python persistent/environment.py --dependencies
 	$(VENV)/bin/python examples/demo.py
 
 test: $(STAMP)
-	$(VENV)/bin/python -m persistent.environment --dependencies
+	$(VENV)/bin/python persistent/environment.py --dependencies
 	$(VENV)/bin/python -m pytest
 
 clean:
