@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from monoids.base import Group, Monoid
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["check_laws", "check_monoid_laws"]
 
@@ -70,7 +73,7 @@ class _Checker:
             for name, value in inputs.items()
         )
 
-    def fail(self, law: str, detail: str) -> None:
+    def fail(self, law: str, detail: str) -> NoReturn:
         raise AssertionError(f"{law} fails for {self.monoid!r} with {self.inputs}: {detail}")
 
     def same(self, law: str, left: Any, right: Any) -> None:
@@ -160,7 +163,7 @@ def check_laws(monoid: Monoid, a: Any, b: Any, c: Any, equiv: Equivalence | None
 
 def check_monoid_laws(
     monoid: Monoid,
-    values: Any,
+    values: SearchStrategy[Any],
     equiv: Equivalence | None = None,
     max_examples: int = 100,
 ) -> None:
