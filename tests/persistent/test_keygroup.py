@@ -1,0 +1,114 @@
+"""Key groups without Spark: both task forms agree, and a restore from a checkpoint
+followed by a replay gives the result of an uninterrupted run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monoids import Count, Sum
+from persistent import PersistentTask, TaskDefinitionError
+from persistent.testing import TaskTester
+from state import NonWindowState, Window, WindowState
+
+
+class PerMessageCount(PersistentTask):
+    def persistent_state(self):
+        return NonWindowState(Count())
+
+    def process_message(self, state, message):
+        state.update(message.timestamp, 1)
+
+
+class VectorizedCount(PersistentTask):
+    def persistent_state(self):
+        return NonWindowState(Count())
+
+    def process_batch(self, messages):
+        return np.ones(len(messages), dtype=np.int64)
+
+
+class WindowSum(PersistentTask):
+    def persistent_state(self):
+        return WindowState(Sum(), Window(40, 20))
+
+    def process_batch(self, messages):
+        return messages["value"].to_numpy(dtype=np.int64)
+
+
+messages_strategy = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(1, 400), st.integers(0, 9)), max_size=60
+)
+
+
+def totals(results: list[pd.DataFrame]) -> dict:
+    latest = {}
+    for frame in results:
+        latest.update(zip(frame["key"], frame["value"]))
+    return latest
+
+
+@given(messages_strategy)
+@settings(max_examples=40, deadline=None)
+def test_per_message_and_vectorized_tasks_give_the_same_counts(messages):
+    results = []
+    for task in (PerMessageCount(), VectorizedCount()):
+        tester = TaskTester(task, checkpoint_interval_ms=100)
+        tester.send(sorted(messages, key=lambda m: m[1]))
+        tester.advance_watermark(500)
+        results.append(totals(tester.results))
+    assert results[0] == results[1]
+    assert results[0] == {k: sum(1 for m in messages if m[0] == k) for k in {m[0] for m in messages}}
+
+
+@given(messages_strategy, st.integers(1, 4))
+@settings(max_examples=40, deadline=None)
+def test_restore_from_a_checkpoint_and_replay_equals_an_uninterrupted_run(messages, cut):
+    ordered = sorted(messages, key=lambda m: m[1])
+    clean = TaskTester(WindowSum(), checkpoint_interval_ms=100)
+    clean.send(ordered)
+    clean.advance_watermark(600)
+
+    crashed = TaskTester(WindowSum(), checkpoint_interval_ms=100)
+    crashed.send([m for m in ordered if m[1] < cut * 100])
+    crashed.advance_watermark(cut * 100)
+    restored = crashed.restore(cut * 100)
+    restored.send(ordered)  # the source rewinds; messages before the checkpoint are dropped
+    restored.advance_watermark(600)
+
+    def windows(testers):
+        rows = pd.concat([r for t in testers for r in t.results])
+        return {(k, s): v for k, s, v in zip(rows["key"], rows["window_start"], rows["value"])}
+
+    assert windows([crashed, restored]) == windows([clean])
+
+
+def test_a_task_without_process_method_is_refused_before_it_runs():
+    class Nothing(PersistentTask):
+        def persistent_state(self):
+            return NonWindowState(Count())
+
+    with pytest.raises(TaskDefinitionError, match="process_message"):
+        TaskTester(Nothing())
+
+
+def test_process_batch_returning_the_wrong_number_of_values_names_the_task():
+    class Short(VectorizedCount):
+        def process_batch(self, messages):
+            return np.ones(1, dtype=np.int64)
+
+    tester = TaskTester(Short())
+    with pytest.raises(TaskDefinitionError, match="Short.process_batch returned 1 values for 2 messages"):
+        tester.send([("a", 1, 0), ("b", 2, 0)])
+    assert tester.peek("a") == 0
+
+
+def test_an_idle_group_checkpoints_from_the_watermark_alone():
+    tester = TaskTester(VectorizedCount(), checkpoint_interval_ms=100)
+    tester.send([("a", 5, 0)])
+    tester.advance_watermark(150)
+    tester.advance_watermark(420)
+    assert sorted(tester.checkpoints) == [100, 400]
