@@ -1,0 +1,44 @@
+"""Sliding-window averages on Spark equal a pandas computation of the same windows."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def test_closed_window_averages_equal_pandas(spark, tmp_path):
+    import window_average
+
+    total, keys, size, step = 6_000, 3, 2_000, 500
+    args = window_average.parser().parse_args(
+        ["--checkpoint", str(tmp_path / "ck"), "--output", f"sqlite://{tmp_path / 'out.db'}",
+         "--total", str(total), "--keys", str(keys), "--window-ms", str(size), "--slide-ms", str(step),
+         "--rows-per-batch", "1500", "--available-now", "--interval-ms", "500"]
+    )
+    job = window_average.build_job(args)
+    job.on_progress = None
+    job.run(spark)
+    with sqlite3.connect(tmp_path / "out.db") as db:
+        got = pd.read_sql("SELECT key, window_start, window_end, average FROM window_average", db)
+
+    # The generator: message i has key k{i % keys}, time i + 1, value i.
+    i = np.arange(total)
+    messages = pd.DataFrame({"key": [f"k{n % keys}" for n in i], "ts": i + 1, "value": i.astype(float)})
+    rows = []
+    for start in range(0, total + 1, step):
+        inside = messages[(messages.ts >= start) & (messages.ts < start + size)]
+        for key, values in inside.groupby("key")["value"]:
+            rows.append((key, start, start + size, values.mean()))
+    expected = pd.DataFrame(rows, columns=["key", "window_start", "window_end", "average"])
+
+    assert len(got) > 0
+    # Windows close when the watermark (the newest event time) reaches their end.
+    closed = expected[expected.window_end <= total]
+    merged = closed.merge(got, on=["key", "window_start", "window_end"], how="outer", suffixes=("", "_got"))
+    assert merged["average_got"].notna().all() and merged["average"].notna().all()
+    np.testing.assert_allclose(merged["average_got"], merged["average"])
