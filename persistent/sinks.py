@@ -18,7 +18,7 @@ import sqlite3
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-__all__ = ["BatchId", "Sink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri"]
+__all__ = ["BatchId", "result_columns", "Sink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,11 @@ class BatchId:
 
     generation: int
     batch: int
+
+
+def result_columns(windowed: bool) -> list[str]:
+    """The result columns a sink writes: the window bounds only for windowed tasks."""
+    return ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
 
 
 class Sink(ABC):
@@ -66,7 +71,7 @@ class SQLiteSink(Sink):
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         frame = results.toPandas()
         value_type = "INTEGER" if frame["value"].dtype.kind in "iu" else "REAL" if frame["value"].dtype.kind == "f" else "TEXT"
-        columns = ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
+        columns = result_columns(windowed)
         rows = list(frame[columns].itertuples(index=False, name=None))
         k, v = self.key_column, self.value_column
         names = ", ".join([k, "window_start", "window_end", v] if windowed else [k, v])
@@ -103,7 +108,7 @@ class ParquetSink(Sink):
         self.directory = directory.rstrip("/")
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
-        columns = ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
+        columns = result_columns(windowed)
         target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
         results.select(*columns).write.mode("overwrite").parquet(target)
 
@@ -115,7 +120,7 @@ class ConsoleSink(Sink):
         self.rows = rows
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
-        columns = ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
+        columns = result_columns(windowed)
         frame = results.select(*columns).limit(self.rows).toPandas()
         if len(frame):
             print(f"-- batch {batch.generation}.{batch.batch}")
