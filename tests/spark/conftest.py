@@ -1,7 +1,13 @@
-"""One Spark session on a local-cluster master for the whole run (Spark is heavy on 2 cores)."""
+"""One Spark session on a local-cluster master for the whole run (Spark is heavy on 2 cores).
+
+The session holds an exclusive lock on ``PERSISTENT_SPARK_LOCK`` (default
+``/tmp/persistent-spark.lock``) while it lives, so two test runs on one machine
+take turns instead of starving each other.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 
@@ -11,7 +17,14 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_lock():
+    with open(os.environ.get("PERSISTENT_SPARK_LOCK", "/tmp/persistent-spark.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(scope="session")
+def spark(spark_lock):
     sys.path.insert(0, EXAMPLES)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from persistent.session import spark_session
