@@ -30,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
     p.add_argument("--output", required=True, help="sqlite:///PATH, a Parquet directory, or console")
-    p.add_argument("--input", help="JSON-lines directory with key and timestamp fields (default: the generator)")
+    p.add_argument("--input", help="directory of files with key and timestamp fields (default: the generator)")
+    p.add_argument("--input-format", choices=["jsonl", "parquet"], default="jsonl", help="format of --input files")
     p.add_argument("--keys", type=int, default=100, help="generator: number of keys")
     p.add_argument("--total", type=int, default=100_000, help="generator: number of messages")
     p.add_argument("--rows-per-batch", type=int, default=20_000, help="generator: messages per micro-batch")
@@ -43,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
 
 def build_job(args) -> Job:
     if args.input:
-        source = FilesSource(args.input, "jsonl")
+        source = FilesSource(args.input, args.input_format)
     else:
         source = GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch)
     return Job(

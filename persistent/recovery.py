@@ -6,6 +6,7 @@
     DIR/checkpoints/<task>/    each key group's checkpoints, one file per checkpoint time
     DIR/clock/                 the global minimum checkpoint clock and per-task clocks
     DIR/generation             which Spark checkpoint generation runs, and its restore point
+    DIR/progress/              one JSON record per committed micro-batch (the newest 100)
 
 A job starts in one of three ways:
 
@@ -29,7 +30,10 @@ from state.clock_store import ClockRecord, ClockStore
 from state.errors import CorruptCheckpointError
 from state.fs import FileSystem
 
-__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index"]
+__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index", "PROGRESS_KEPT"]
+
+#: How many micro-batch progress records a job directory keeps.
+PROGRESS_KEPT = 100
 
 
 def task_name(group: int) -> str:
@@ -84,10 +88,18 @@ class JobDirectory:
         self.checkpoints = fs.join(self.root, "checkpoints")
         self.clock = ClockStore(fs, fs.join(self.root, "clock"))
         self._generation = fs.join(self.root, "generation")
+        self.progress = fs.join(self.root, "progress")
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
         return CheckpointStore(self.fs, self.checkpoints, task_name(group))
+
+    def record_progress(self, record: dict) -> None:
+        """Writes one micro-batch's progress record and keeps the newest ``PROGRESS_KEPT``."""
+        name = f"{record['generation']:06d}-{record['batch']:012d}.json"
+        self.fs.write_atomic(self.fs.join(self.progress, name), json.dumps(record, sort_keys=True).encode())
+        for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
+            self.fs.delete(self.fs.join(self.progress, old))
 
     def _read_generation(self) -> tuple[int, int] | None:
         try:

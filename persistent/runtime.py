@@ -21,6 +21,7 @@ See ``persistent.recovery`` for the restart paths A and B.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -55,6 +56,11 @@ class BatchProgress:
     checkpoints: int
     clock_ms: int | None
     seconds: float
+    watermark_ms: int
+    finished_at_ms: int
+    #: Encoded state size per task (key group) that ran in this batch.
+    state_bytes: dict[str, int]
+    dead_letters: int = 0
 
     def line(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
@@ -131,7 +137,7 @@ class Job:
         value_type = _NUMPY_TO_SPARK.get(value_dtype.kind, "string")
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "data binary, applied bigint, late bigint, replayed bigint"
+            "data binary, applied bigint, late bigint, replayed bigint, watermark_ms bigint, state_bytes bigint"
         )
         grouped = (
             messages.select("key", F.col("timestamp").cast("bigint").alias("timestamp"), "value")
@@ -173,7 +179,8 @@ def _group_function(task: PersistentTask, interval_ms: int, recovery: Recovery, 
             applied, replayed, late = applied + a, replayed + r, late + lt
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
         results, checkpoint = group.advance(watermark_ms)
-        state.update((group.encode(),))
+        encoded = group.encode()
+        state.update((encoded,))
         # Wake this group when the watermark passes its next boundary, even with no input.
         state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
         n = len(results)
@@ -190,6 +197,8 @@ def _group_function(task: PersistentTask, interval_ms: int, recovery: Recovery, 
                 "applied": [0] * n + [applied],
                 "late": [0] * n + [late],
                 "replayed": [0] * n + [replayed],
+                "watermark_ms": [0] * n + [watermark_ms],
+                "state_bytes": [0] * n + [len(encoded)],
             }
         )
         yield out
@@ -215,7 +224,7 @@ class _Committer:
             batch = BatchId(self.recovery.generation, batch_id)
             self.job.sink.write(results, batch, self.job.windowed)
             groups = frame.where(F.col("kind") == "group").select(
-                "grp", "time_ms", "data", "applied", "late", "replayed"
+                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes"
             ).collect()
             n_results = frame.where(F.col("kind") == "result").count()
         finally:
@@ -225,20 +234,23 @@ class _Committer:
             if row.time_ms >= 0:
                 self.directory.store(row.grp).persist(row.time_ms, bytes(row.data))
         clock_ms = self._advance_clock(checkpoints)
+        progress = BatchProgress(
+            generation=batch.generation,
+            batch=batch_id,
+            rows=sum(r.applied for r in groups),
+            late=sum(r.late for r in groups),
+            replayed=sum(r.replayed for r in groups),
+            results=n_results,
+            checkpoints=len(checkpoints),
+            clock_ms=clock_ms,
+            seconds=time.monotonic() - started,
+            watermark_ms=max((r.watermark_ms for r in groups), default=0),
+            finished_at_ms=int(time.time() * 1000),
+            state_bytes={task_name(r.grp): r.state_bytes for r in groups},
+        )
+        self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:
-            self.job.on_progress(
-                BatchProgress(
-                    generation=batch.generation,
-                    batch=batch_id,
-                    rows=sum(r.applied for r in groups),
-                    late=sum(r.late for r in groups),
-                    replayed=sum(r.replayed for r in groups),
-                    results=n_results,
-                    checkpoints=len(checkpoints),
-                    clock_ms=clock_ms,
-                    seconds=time.monotonic() - started,
-                )
-            )
+            self.job.on_progress(progress)
 
     def _advance_clock(self, checkpoints: dict[int, int]) -> int | None:
         clock = self.directory.clock

@@ -18,6 +18,8 @@ import sqlite3
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from state.fs import local_path
+
 __all__ = ["BatchId", "result_columns", "Sink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri"]
 
 
@@ -101,16 +103,32 @@ class SQLiteSink(Sink):
 
 class ParquetSink(Sink):
     """Writes each micro-batch to ``DIR/generation=G/batch=N`` with overwrite semantics:
-    a replayed batch replaces its own files. Read the newest value per key (or per key
-    and window) across batches, ordered by generation and batch."""
+    a replayed batch replaces its own files. The final value of a key (or of a key and
+    window) is the one in its newest batch, by generation then batch: ``read`` returns
+    exactly those."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, key_column: str = "key", value_column: str = "value"):
         self.directory = directory.rstrip("/")
+        self.key_column, self.value_column = key_column, value_column
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
-        columns = result_columns(windowed)
         target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
-        results.select(*columns).write.mode("overwrite").parquet(target)
+        renamed = results.withColumnsRenamed({"key": self.key_column, "value": self.value_column})
+        renamed.select(*self._columns(windowed)).write.mode("overwrite").parquet(target)
+
+    def _columns(self, windowed: bool) -> list[str]:
+        names = {"key": self.key_column, "value": self.value_column}
+        return [names.get(c, c) for c in result_columns(windowed)]
+
+    def read(self, windowed: bool = False):
+        """The final results in a local directory, as pandas, without Spark."""
+        import pyarrow.dataset as ds
+
+        frame = ds.dataset(local_path(self.directory), format="parquet", partitioning="hive").to_table().to_pandas()
+        columns = self._columns(windowed)
+        latest = frame.sort_values(["generation", "batch"], kind="stable")
+        latest = latest.drop_duplicates(columns[:2] if windowed else columns[:1], keep="last")
+        return latest[columns].sort_values(columns[:-1], ignore_index=True)
 
 
 class ConsoleSink(Sink):
@@ -133,4 +151,4 @@ def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", val
         return SQLiteSink(uri[len("sqlite://") :], table, key_column, value_column)
     if uri == "console":
         return ConsoleSink()
-    return ParquetSink(uri)
+    return ParquetSink(uri, key_column, value_column)
