@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
-.PHONY: demo test check-env clean
+.PHONY: demo test docs check-env clean
 
 check-env:
 	@$(PYTHON) persistent/environment.py
@@ -25,6 +25,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python persistent/environment.py --dependencies
 	$(VENV)/bin/python -m pytest
+
+# Redraws the documentation's picture (docs/timeline.svg) from docs/diagrams.py.
+docs: $(STAMP)
+	$(VENV)/bin/python docs/diagrams.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
