@@ -24,6 +24,15 @@ def _defaults() -> dict[str, str]:
     return settings
 
 
+def _submitted_settings() -> set[str]:
+    """Keys that spark-submit set (it passes them to the driver as system properties)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf
+
+    return {key for key, _ in SparkConf().getAll()}
+
+
 def spark_session(app_name: str, master: str | None = None, **settings: str):
     """A SparkSession for a job; ``master`` defaults to ``$PERSISTENT_MASTER`` or
     ``local[2]``, unless the job runs under spark-submit, which sets its own.
@@ -35,7 +44,10 @@ def spark_session(app_name: str, master: str | None = None, **settings: str):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in {**_defaults(), **settings}.items():
+    # spark-submit's --conf and --properties-file come first; the defaults only fill gaps.
+    submitted = _submitted_settings()
+    defaults = {key: value for key, value in _defaults().items() if key not in submitted}
+    for key, value in {**defaults, **settings}.items():
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
