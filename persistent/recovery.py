@@ -101,38 +101,51 @@ class JobDirectory:
         for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
             self.fs.delete(self.fs.join(self.progress, old))
 
-    def _read_generation(self) -> tuple[int, int] | None:
+    def _read_generation(self) -> dict | None:
         try:
             raw = self.fs.read_bytes(self._generation)
         except FileNotFoundError:
             return None
         try:
             record = json.loads(raw)
-            return int(record["generation"]), int(record["floor_ms"])
+            return {"generation": int(record["generation"]), "floor_ms": int(record["floor_ms"]),
+                    "key_groups": record.get("key_groups")}
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCheckpointError(
                 f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
             ) from exc
 
-    def _write_generation(self, generation: int, floor_ms: int) -> None:
-        record = {"generation": generation, "floor_ms": floor_ms}
+    def _write_generation(self, generation: int, floor_ms: int, key_groups: int) -> None:
+        record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups}
         self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
 
-    def plan(self) -> Recovery:
-        """Chooses the recovery path and, for path B, restores every task's checkpoint."""
+    def plan(self, key_groups: int) -> Recovery:
+        """Chooses the recovery path and, for path B, restores every task's checkpoint.
+
+        ``key_groups`` must be the number the directory was written with: keys hash to
+        groups by it, so another number would put a key's messages beside another
+        group's state.
+        """
         current = self._read_generation()
+        if current and current["key_groups"] not in (None, key_groups):
+            raise ValueError(
+                f"{self.root} was written with key_groups={current['key_groups']}, this job has "
+                f"key_groups={key_groups}: run it with key_groups={current['key_groups']}, or start "
+                f"a new checkpoint directory"
+            )
         if self.fs.list_names(self.fs.join(self.spark, "offsets")):
-            generation, floor_ms = current or (0, 0)
+            generation, floor_ms = (current["generation"], current["floor_ms"]) if current else (0, 0)
+            self._write_generation(generation, floor_ms, key_groups)
             return Recovery(RecoveryPath.SAME_CHECKPOINT, generation, floor_ms)
         record = self.clock.read()
         if record is None:
             self.fs.delete(self.spark)
-            self._write_generation(0, 0)
+            self._write_generation(0, 0, key_groups)
             return Recovery(RecoveryPath.FRESH, 0, 0)
         restored = self._restore(record)
-        generation = (current[0] + 1) if current else 1
+        generation = (current["generation"] + 1) if current else 1
         self.fs.delete(self.spark)
-        self._write_generation(generation, record.clock_ms)
+        self._write_generation(generation, record.clock_ms, key_groups)
         return Recovery(RecoveryPath.FROM_CLOCK, generation, record.clock_ms, restored)
 
     def _restore(self, record: ClockRecord) -> dict[int, bytes]:

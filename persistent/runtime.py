@@ -108,7 +108,7 @@ class Job:
         """Plans recovery, builds the query and starts it."""
         _ship_by_value(type(self.task))
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
-        recovery = directory.plan()
+        recovery = directory.plan(self.key_groups)
         print(f"[persistent] {recovery.describe()}", file=sys.stderr)
         messages = self.source.stream(spark, recovery.floor_ms)
         if self.prepare is not None:
@@ -234,6 +234,11 @@ class _Committer:
             if row.time_ms >= 0:
                 self.directory.store(row.grp).persist(row.time_ms, bytes(row.data))
         clock_ms = self._advance_clock(checkpoints)
+        if checkpoints:
+            # Keep what the clock's history may still rewind to, drop the rest.
+            oldest_ms = self.directory.clock.history()[0].clock_ms
+            for grp in checkpoints:
+                self.directory.store(grp).retain(oldest_ms)
         progress = BatchProgress(
             generation=batch.generation,
             batch=batch_id,
