@@ -12,7 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Count  # noqa: E402
-from persistent import FilesSource, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import BadRecords, FilesSource, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 
@@ -39,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
     p.add_argument("--key-groups", type=int, default=16, help="number of key groups (tasks)")
+    p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
+                   help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
     return p
 
 
@@ -54,6 +56,7 @@ def build_job(args) -> Job:
         checkpoint_dir=args.checkpoint,
         checkpoint_interval_ms=args.interval_ms,
         key_groups=args.key_groups,
+        bad_records=args.bad_records,
     )
 
 

@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Averaged  # noqa: E402
-from persistent import GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import BadRecords, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
 from state import Window, WindowState  # noqa: E402
 
 
@@ -48,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
     p.add_argument("--key-groups", type=int, default=4, help="number of key groups (tasks)")
+    p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
+                   help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
     return p
 
 
@@ -60,6 +62,7 @@ def build_job(args) -> Job:
         checkpoint_dir=args.checkpoint,
         checkpoint_interval_ms=args.interval_ms,
         key_groups=args.key_groups,
+        bad_records=args.bad_records,
     )
 
 

@@ -3,6 +3,7 @@
 Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming.
 """
 
+from persistent.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters
 from persistent.keygroup import KeyGroup
 from persistent.task import Message, PersistentTask, TaskDefinitionError
 
@@ -11,6 +12,10 @@ __all__ = [
     "Message",
     "TaskDefinitionError",
     "KeyGroup",
+    "BadRecords",
+    "BadRecord",
+    "BadRecordError",
+    "DeadLetters",
     "Job",
     "RunningJob",
     "BatchProgress",

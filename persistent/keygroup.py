@@ -7,21 +7,31 @@ when the watermark has passed a checkpoint boundary, the checkpoint of its state
 that boundary. This module is pure Python: the Spark runtime calls it from
 ``applyInPandasWithState`` and ``persistent.testing`` calls it directly, so a task
 behaves the same in a unit test as on a cluster.
+
+Bad records (``persistent.badrecords``) never reach the state: a batch is applied to
+the table in one vectorized update, and only when that fails (or the task raises)
+are the culprits looked for, by halving the batch. The table is a snapshot away
+from its state before the batch (``KeyedTable.copy``), so a batch that fails as a
+whole leaves the group as it was.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from monoids.base import MonoidError
+from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
 from persistent.task import Message, PersistentTask, TaskDefinitionError
 from state.checkpoint_store import check_time_ms
+from state.errors import StateValueError
 from state.persistent_state import WindowState
 from state.table import KeyedTable
 
-__all__ = ["KeyGroup", "GroupOutput", "MESSAGE_COLUMNS"]
+__all__ = ["KeyGroup", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
 
 #: Columns of the messages a key group takes.
 MESSAGE_COLUMNS = ("key", "timestamp", "value")
@@ -41,39 +51,103 @@ class GroupOutput:
     late: int = 0
     #: Messages applied in this call.
     applied: int = field(default=0)
+    #: Bad records of this call (``BadRecords.DEAD_LETTER``).
+    bad: list[BadRecord] = field(default_factory=list)
+
+
+class Applied(NamedTuple):
+    """What ``KeyGroup.apply`` did with a batch of messages."""
+
+    applied: int
+    replayed: int
+    late: int
+    #: Bad records, which changed nothing (only with ``BadRecords.DEAD_LETTER``).
+    bad: list[BadRecord]
+
+
+class _Updates(NamedTuple):
+    """Monoid values to apply, aligned; ``origins`` is each one's message row, or -1
+    when the task made it up (a DataFrame from ``process_batch``)."""
+
+    keys: np.ndarray
+    timestamps: np.ndarray
+    values: np.ndarray
+    origins: np.ndarray
+
+    def rows(self, which) -> _Updates:
+        return _Updates(*(column[which] for column in self))
+
+    @classmethod
+    def concat(cls, parts: list[_Updates]) -> _Updates:
+        return parts[0] if len(parts) == 1 else cls(*(np.concatenate(columns) for columns in zip(*parts)))
 
 
 class _KeyState:
-    """The state a ``process_message`` call sees: the state of one key of the group."""
+    """The state a ``process_message`` call sees: the state of one key of the group.
 
-    __slots__ = ("group", "key", "keys", "timestamps", "values")
+    Updates wait in a buffer until ``flush``; those of the message being processed
+    can be discarded when the task raises on it.
+    """
 
-    def __init__(self, group: KeyGroup):
-        self.group = group
-        self.key = None
+    __slots__ = ("group", "messages", "mode", "key", "origin", "mark", "keys", "timestamps", "values", "origins", "bad")
+
+    def __init__(self, group: KeyGroup, messages: pd.DataFrame, mode: BadRecords):
+        self.group, self.messages, self.mode = group, messages, mode
+        self.key, self.origin = None, -1
+        #: Where the updates of the current message start in the buffer.
+        self.mark = 0
         self.keys: list = []
         self.timestamps: list[int] = []
         self.values: list = []
+        self.origins: list[int] = []
+        self.bad: list[BadRecord] = []
+
+    def begin(self, origin: int, key) -> None:
+        """The next message, at row ``origin``, with ``key``."""
+        self.key = key
+        self.mark = len(self.keys)
+        self.origin = origin
 
     def update(self, timestamp_ms: int, value) -> bool:
         where = f"key {self.key!r} at timestamp {timestamp_ms}"
-        self.timestamps.append(check_time_ms(timestamp_ms, f"timestamp of {where}"))
-        self.values.append(self.group.monoid.validate(value, where))
+        timestamp_ms = check_time_ms(timestamp_ms, f"timestamp of {where}")
+        value = self.group.monoid.validate(value, where)
+        self.timestamps.append(timestamp_ms)
+        self.values.append(value)
         self.keys.append(self.key)
+        self.origins.append(self.origin)
         return True
 
     def get(self):
         """The key's value, including this batch's updates so far."""
-        self.flush()
-        return self.group.table.get(self.key)
-
-    def flush(self) -> None:
+        self.flush(self.mark)
+        table = self.group.table
         if self.keys:
-            self.group.apply_values(
-                np.array(self.keys, dtype=object), np.array(self.timestamps, dtype=np.int64),
-                self.group.monoid.column(self.values),
-            )
-            self.keys, self.timestamps, self.values = [], [], []
+            # The current message's own updates count, but only in a copy: the task
+            # may still raise on this message.
+            table = table.copy()
+            table.update(np.array(self.keys, dtype=object), np.array(self.timestamps, dtype=np.int64),
+                         self.group.monoid.column(self.values))
+        return table.get(self.key)
+
+    def discard(self) -> None:
+        """Drops the updates of the current message."""
+        for column in (self.keys, self.timestamps, self.values, self.origins):
+            del column[self.mark:]
+
+    def flush(self, upto: int | None = None) -> None:
+        """Applies the first ``upto`` buffered updates (all by default)."""
+        n = len(self.keys) if upto is None else upto
+        if not n:
+            return
+        updates = _Updates(
+            np.array(self.keys[:n], dtype=object), np.array(self.timestamps[:n], dtype=np.int64),
+            self.group.monoid.column(self.values[:n]), np.array(self.origins[:n], dtype=np.int64),
+        )
+        for column in (self.keys, self.timestamps, self.values, self.origins):
+            del column[:n]
+        self.mark -= n
+        self.bad += self.group._update(updates, self.messages, self.mode)
 
 
 class KeyGroup:
@@ -118,50 +192,161 @@ class KeyGroup:
         """Applies monoid values to the table (used by both task forms)."""
         self._touched.append(self.table.update(keys, timestamps_ms, values))
 
-    def apply(self, messages: pd.DataFrame) -> tuple[int, int, int]:
-        """Runs the task over ``messages``; returns (applied, replayed, late) counts."""
-        replayed = 0
-        if self.floor_ms and len(messages):
-            keep = messages["timestamp"].to_numpy() >= self.floor_ms
-            replayed = int(len(keep) - keep.sum())
-            messages = messages[keep]
-        if not len(messages):
-            return 0, replayed, 0
-        late_before = self.table.late_count
-        if self.task.vectorized:
-            self._apply_batch(messages)
-        else:
-            self._apply_messages(messages)
-        late = self.table.late_count - late_before
-        return len(messages) - late, replayed, late
+    def apply(self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL) -> Applied:
+        """Runs the task over ``messages`` (columns ``key``, ``timestamp``, ``value`` and
+        optionally ``bad_record``, see ``persistent.badrecords``).
 
-    def _apply_batch(self, messages: pd.DataFrame) -> None:
+        A bad record (marked by the source, or one the task raises on or whose value
+        the monoid refuses) changes no state. With ``BadRecords.FAIL`` the first one
+        raises ``BadRecordError`` and the group is left as it was before the call;
+        with ``BadRecords.DEAD_LETTER`` they are returned and the other messages are
+        applied. Messages before the restore point are dropped (``replayed``), marked
+        ones included, since they were handled before the restore point.
+        """
+        times = messages["timestamp"].to_numpy()
+        # A negative time (marked bad) is no time at all, so not before the restore point.
+        before = (times >= 0) & (times < self.floor_ms) if self.floor_ms else np.zeros(len(messages), dtype=bool)
+        marked = (messages[BAD_RECORD_COLUMN].notna().to_numpy() if BAD_RECORD_COLUMN in messages
+                  else np.zeros(len(messages), dtype=bool))
+        bad = [self._reject(BadRecord.from_json(text), bad_records)
+               for text in messages.loc[marked & ~before, BAD_RECORD_COLUMN]] if marked.any() else []
+        replayed = int(before.sum())
+        dropped = marked | before
+        if dropped.any():
+            messages = messages.loc[~dropped, list(MESSAGE_COLUMNS)]
+            if messages["timestamp"].dtype.kind == "f":
+                # Spark hands over a bigint column with nulls as floats; the nulls were marked.
+                messages["timestamp"] = messages["timestamp"].astype(np.int64)
+        elif list(messages.columns) != list(MESSAGE_COLUMNS):
+            messages = messages[list(MESSAGE_COLUMNS)]
+        if not len(messages):
+            return Applied(0, replayed, 0, bad)
+        table, touched = self.table.copy(), len(self._touched)
+        try:
+            if self.task.vectorized:
+                refused = self._apply_batch(messages, bad_records)
+            else:
+                refused = self._apply_messages(messages, bad_records)
+        except BaseException:
+            self.table = table
+            del self._touched[touched:]
+            raise
+        late = self.table.late_count - table.late_count
+        return Applied(len(messages) - late - len(refused), replayed, late, bad + refused)
+
+    def _apply_batch(self, messages: pd.DataFrame, mode: BadRecords) -> list[BadRecord]:
+        parts, bad = self._batch_updates(messages, 0, mode)
+        return bad + (self._update(_Updates.concat(parts), messages, mode) if parts else [])
+
+    def _batch_updates(
+        self, messages: pd.DataFrame, first_row: int, mode: BadRecords
+    ) -> tuple[list[_Updates], list[BadRecord]]:
+        """``process_batch`` over ``messages`` (rows from ``first_row`` on of the
+        batch); where it raises, over halves, down to the single messages it raises on
+        (which are bad records)."""
+        try:
+            return [self._batch_output(messages, first_row)], []
+        except (TaskDefinitionError, BadRecordError):
+            raise
+        except Exception as exc:
+            if len(messages) == 1:
+                return [], [self._raised("process_batch", exc, *messages.iloc[0].tolist(), mode)]
+            half = len(messages) // 2
+            first, first_bad = self._batch_updates(messages.iloc[:half], first_row, mode)
+            second, second_bad = self._batch_updates(messages.iloc[half:], first_row + half, mode)
+            return first + second, first_bad + second_bad
+
+    def _batch_output(self, messages: pd.DataFrame, first_row: int) -> _Updates:
         out = self.task.process_batch(messages)
+        name = type(self.task).__name__
         if isinstance(out, pd.DataFrame):
             missing = set(MESSAGE_COLUMNS) - set(out.columns)
             if missing:
                 raise TaskDefinitionError(
-                    f"{type(self.task).__name__}.process_batch returned a DataFrame without columns {sorted(missing)}"
+                    f"{name}.process_batch returned a DataFrame without columns {sorted(missing)}"
                 )
-            self.apply_values(out["key"].to_numpy(), out["timestamp"].to_numpy(), out["value"].to_numpy())
-            return
+            timestamps = out["timestamp"].to_numpy()
+            if timestamps.dtype.kind not in "iu":
+                raise TaskDefinitionError(
+                    f"{name}.process_batch returned timestamps of dtype {timestamps.dtype}, not integer milliseconds"
+                )
+            return _Updates(out["key"].to_numpy(), timestamps, out["value"].to_numpy(), np.full(len(out), -1))
         values = np.asarray(out)
         if len(values) != len(messages):
             raise TaskDefinitionError(
-                f"{type(self.task).__name__}.process_batch returned {len(values)} values for "
+                f"{name}.process_batch returned {len(values)} values for "
                 f"{len(messages)} messages; return one value per message or a DataFrame"
             )
-        self.apply_values(messages["key"].to_numpy(), messages["timestamp"].to_numpy(), values)
+        origins = np.arange(first_row, first_row + len(messages))
+        return _Updates(messages["key"].to_numpy(), messages["timestamp"].to_numpy(), values, origins)
 
-    def _apply_messages(self, messages: pd.DataFrame) -> None:
-        state = _KeyState(self)
+    def _apply_messages(self, messages: pd.DataFrame, mode: BadRecords) -> list[BadRecord]:
+        state = _KeyState(self, messages, mode)
         process = self.task.process_message
-        for key, timestamp, value in zip(
-            messages["key"].tolist(), messages["timestamp"].tolist(), messages["value"].tolist()
+        for origin, (key, timestamp, value) in enumerate(
+            zip(messages["key"].tolist(), messages["timestamp"].tolist(), messages["value"].tolist())
         ):
-            state.key = key
-            process(state, Message(key, timestamp, value))
+            state.begin(origin, key)
+            try:
+                process(state, Message(key, timestamp, value))
+            except (TaskDefinitionError, BadRecordError):
+                raise
+            except Exception as exc:
+                state.discard()
+                state.bad.append(self._raised("process_message", exc, key, timestamp, value, mode))
         state.flush()
+        return state.bad
+
+    def _update(self, updates: _Updates, messages: pd.DataFrame, mode: BadRecords) -> list[BadRecord]:
+        """Applies ``updates``; when the table refuses them, applies all but the bad ones."""
+        try:
+            self.apply_values(updates.keys, updates.timestamps, updates.values)
+            return []
+        except (MonoidError, StateValueError):
+            pass
+        # Values the monoid refuses, one by one; then what fails only together (a sum
+        # that would overflow) by halves.
+        bad, accepted = [], np.ones(len(updates.keys), dtype=bool)
+        for row in range(len(updates.keys)):
+            try:
+                self.monoid.column(updates.values[row:row + 1])
+            except MonoidError as exc:
+                accepted[row] = False
+                bad.append(self._reject(self._bad_update(updates, row, messages, str(exc)), mode))
+        return bad + self._update_halves(updates.rows(accepted), messages, mode)
+
+    def _update_halves(self, updates: _Updates, messages: pd.DataFrame, mode: BadRecords) -> list[BadRecord]:
+        if not len(updates.keys):
+            return []
+        try:
+            self.apply_values(updates.keys, updates.timestamps, updates.values)
+            return []
+        except (MonoidError, StateValueError) as exc:
+            if len(updates.keys) == 1:
+                return [self._reject(self._bad_update(updates, 0, messages, str(exc)), mode)]
+        half = len(updates.keys) // 2
+        return (self._update_halves(updates.rows(slice(None, half)), messages, mode)
+                + self._update_halves(updates.rows(slice(half, None)), messages, mode))
+
+    @staticmethod
+    def _bad_update(updates: _Updates, row: int, messages: pd.DataFrame, reason: str) -> BadRecord:
+        """The message behind an update, or the update itself when the task made it up."""
+        origin = int(updates.origins[row])
+        if origin >= 0:
+            key, timestamp, value = messages.iloc[origin].tolist()
+            return BadRecord.of_message(key, timestamp, value, reason)
+        return BadRecord.of_message(updates.keys[row], updates.timestamps[row], updates.values[row], reason)
+
+    def _raised(self, method: str, exc: Exception, key, timestamp, value, mode: BadRecords) -> BadRecord:
+        """The bad record of a message the task's ``method`` raised ``exc`` on."""
+        reason = f"{type(self.task).__name__}.{method} raised {type(exc).__name__}: {exc}"
+        return self._reject(BadRecord.of_message(key, timestamp, value, reason), mode)
+
+    @staticmethod
+    def _reject(record: BadRecord, mode: BadRecords) -> BadRecord:
+        if mode is BadRecords.FAIL:
+            raise BadRecordError(record)
+        return record
 
     def advance(self, watermark_ms: int) -> tuple[pd.DataFrame, tuple[int, bytes] | None]:
         """Results of this batch and, if one is due at ``watermark_ms``, a checkpoint."""
@@ -171,11 +356,13 @@ class KeyGroup:
         checkpoint = (due, self.table.checkpoint(due)) if due is not None else None
         return results, checkpoint
 
-    def process(self, messages: pd.DataFrame, watermark_ms: int) -> GroupOutput:
+    def process(
+        self, messages: pd.DataFrame, watermark_ms: int, bad_records: BadRecords = BadRecords.FAIL
+    ) -> GroupOutput:
         """``apply`` then ``advance``: one micro-batch of this group."""
-        applied, replayed, late = self.apply(messages)
+        applied, replayed, late, bad = self.apply(messages, bad_records)
         results, checkpoint = self.advance(watermark_ms)
-        return GroupOutput(results, checkpoint, replayed=replayed, late=late, applied=applied)
+        return GroupOutput(results, checkpoint, replayed=replayed, late=late, applied=applied, bad=bad)
 
     def _results(self, watermark_ms: int) -> pd.DataFrame:
         if self.window is not None:

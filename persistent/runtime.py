@@ -16,6 +16,12 @@ Per micro-batch, inside Spark:
    then the global minimum checkpoint clock advances to the minimum of the tasks'
    clocks. The clock never names a checkpoint that is not durable.
 
+Bad records (``persistent.badrecords``) travel through the same query: the source
+marks the records it cannot read, a check before the watermark marks unusable event
+times (so they never move the watermark), and the key groups isolate the messages
+the task or its monoid refuses. Marked rows change no state; the driver fails the
+micro-batch on them or writes them to the dead-letter output, as the job says.
+
 See ``persistent.recovery`` for the restart paths A and B.
 """
 
@@ -26,9 +32,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 
 import pandas as pd
 
+from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
 from persistent.recovery import JobDirectory, Recovery, task_name
@@ -41,6 +49,8 @@ from state.persistent_state import WindowState
 __all__ = ["Job", "RunningJob", "BatchProgress"]
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
+#: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
+MAX_EVENT_TIME_MS = 253_402_300_799_999
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,7 @@ class BatchProgress:
     finished_at_ms: int
     #: Encoded state size per task (key group) that ran in this batch.
     state_bytes: dict[str, int]
+    #: Bad records written to the dead-letter output.
     dead_letters: int = 0
 
     def line(self) -> str:
@@ -70,6 +81,7 @@ class BatchProgress:
             f"{self.results} results, {self.checkpoints} checkpoints, clock {clock}"
             + (f", {self.late} late" if self.late else "")
             + (f", {self.replayed} before the restore point" if self.replayed else "")
+            + (f", {self.dead_letters} dead letters" if self.dead_letters else "")
         )
 
 
@@ -79,7 +91,14 @@ class Job:
 
     ``prepare`` maps the source's DataFrame to one with columns ``key``,
     ``timestamp`` (ms, bigint) and ``value`` using Spark SQL (for example splitting
-    lines into words); by default the source's messages are used as they are.
+    lines into words); by default the source's messages are used as they are. It
+    sees only the records the source could read; the others go around it.
+
+    ``bad_records`` says what a bad record does (``persistent.badrecords``): fail
+    the query (``"fail"``, the default) or go to the dead-letter output in
+    ``dead_letter_dir`` (``"dead-letter"``; by default ``CHECKPOINT_DIR/dead-letters``).
+    With ``max_event_time_skew_ms``, a message whose event time is more than that
+    after its micro-batch's processing time is a bad record too.
     """
 
     task: PersistentTask
@@ -91,14 +110,28 @@ class Job:
     key_groups: int = 64
     prepare: Callable | None = None
     on_progress: Callable[[BatchProgress], None] | None = field(default=lambda p: print(p.line(), file=sys.stderr))
+    bad_records: BadRecords | str = BadRecords.FAIL
+    dead_letter_dir: str | None = None
+    max_event_time_skew_ms: int | None = None
 
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Job: {name} must be > 0, got {getattr(self, name)}")
-        if self.watermark_delay_ms < 0:
-            raise ValueError(f"Job: watermark_delay_ms must be >= 0, got {self.watermark_delay_ms}")
+        for name in ("watermark_delay_ms", "max_event_time_skew_ms"):
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"Job: {name} must be >= 0, got {getattr(self, name)}")
+        try:
+            self.bad_records = BadRecords(self.bad_records)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in BadRecords)
+            raise ValueError(f"Job: bad_records must be one of {choices}, got {self.bad_records!r}") from None
         self.spec = self.task.state_spec()
+
+    @property
+    def dead_letters(self) -> DeadLetters:
+        """Where bad records go with ``bad_records="dead-letter"``."""
+        return DeadLetters(self.dead_letter_dir or f"{self.checkpoint_dir.rstrip('/')}/dead-letters")
 
     @property
     def windowed(self) -> bool:
@@ -110,10 +143,7 @@ class Job:
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
         recovery = directory.plan(self.key_groups)
         print(f"[persistent] {recovery.describe()}", file=sys.stderr)
-        messages = self.source.stream(spark, recovery.floor_ms)
-        if self.prepare is not None:
-            messages = self.prepare(messages)
-        results = self._stateful(messages, recovery)
+        results = self._stateful(self._messages(spark, recovery), recovery)
         writer = results.writeStream.foreachBatch(_Committer(self, directory, recovery))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
@@ -128,6 +158,53 @@ class Job:
         running.query.awaitTermination()
         return running
 
+    def _messages(self, spark, recovery: Recovery):
+        """Source, then ``prepare``: columns ``key``, ``timestamp``, ``value`` and
+        ``bad_record``. Rows the source marked bad go around ``prepare``."""
+        from pyspark.sql import functions as F
+
+        raw = self.source.stream(spark, recovery.floor_ms)
+        marks = BAD_RECORD_COLUMN in raw.columns
+        if self.prepare is None:
+            return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, F.lit(None).cast("string"))
+        good = raw.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN) if marks else raw
+        no_mark = F.lit(None).cast("string").alias(BAD_RECORD_COLUMN)
+        prepared = self.prepare(good).select("key", "timestamp", "value", no_mark)
+        if not marks:
+            return prepared
+        types = {c.name: c.dataType for c in prepared.schema}
+        bad = raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(
+            _placeholder(types["key"]).alias("key"), F.col("timestamp").cast(types["timestamp"]),
+            _placeholder(types["value"]).alias("value"), BAD_RECORD_COLUMN,
+        )
+        return prepared.unionByName(bad)
+
+    def _time_check(self):
+        """``bad_record`` of a message whose event time is unusable, else null. It runs
+        before the watermark, which such a time would otherwise move."""
+        from pyspark.sql import functions as F
+
+        millis = F.col("timestamp").try_cast("bigint")
+
+        def bad(reason):
+            return F.to_json(F.struct(F.to_json(F.struct("key", "timestamp", "value")).alias("record"),
+                                      reason.alias("reason")))
+
+        check = (
+            F.when(millis.isNull(), bad(F.lit("no event time: the timestamp is null or not an integer of ms")))
+            .when(millis < 0, bad(F.format_string("event time %d ms is negative", millis)))
+            .when(millis > MAX_EVENT_TIME_MS, bad(F.format_string("event time %d ms is after the year 9999", millis)))
+        )
+        if self.max_event_time_skew_ms is not None:
+            # In a streaming query current_timestamp() is the micro-batch's time, kept in
+            # Spark's offset log: a replayed batch decides the same.
+            batch_ms = F.unix_millis(F.current_timestamp())
+            check = check.when(millis > batch_ms + self.max_event_time_skew_ms, bad(F.format_string(
+                "event time %d ms is more than %d ms after the micro-batch's time %d ms",
+                millis, F.lit(self.max_event_time_skew_ms), batch_ms,
+            )))
+        return millis, check
+
     def _stateful(self, messages, recovery: Recovery):
         from pyspark.sql import functions as F
         from pyspark.sql.streaming.state import GroupStateTimeout
@@ -137,19 +214,39 @@ class Job:
         value_type = _NUMPY_TO_SPARK.get(value_dtype.kind, "string")
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "data binary, applied bigint, late bigint, replayed bigint, watermark_ms bigint, state_bytes bigint"
+            "data binary, applied bigint, late bigint, replayed bigint, watermark_ms bigint, state_bytes bigint, "
+            f"{BAD_RECORD_COLUMN} string, bad_records bigint"
         )
+        millis, time_check = self._time_check()
+        good = F.col(BAD_RECORD_COLUMN).isNull()
         grouped = (
-            messages.select("key", F.col("timestamp").cast("bigint").alias("timestamp"), "value")
-            .withColumn("grp", F.expr(f"pmod(hash(key), {self.key_groups})"))
-            .withColumn("event_time", F.timestamp_millis("timestamp"))
+            messages.select("key", millis.alias("timestamp"), "value",
+                            F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN))
+            # Bad records spread over the groups by their text; their null event time
+            # neither moves the watermark nor makes them late.
+            .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {self.key_groups})"))
+                        .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {self.key_groups})")))
+            .withColumn("event_time", F.when(good, F.timestamp_millis("timestamp")))
             .withWatermark("event_time", f"{self.watermark_delay_ms} milliseconds")
             .groupBy("grp")
         )
-        function = _group_function(self.task, self.checkpoint_interval_ms, recovery, value_type == "string")
+        function = _group_function(
+            self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.bad_records
+        )
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
+
+
+def _placeholder(data_type):
+    """A value of ``data_type`` for a bad record's row: null, except for numbers, whose
+    nulls pandas would turn the whole column to floats for."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, NumericType
+
+    if isinstance(data_type, (NumericType, BooleanType)):
+        return F.lit(0).cast(data_type)
+    return F.lit(None).cast(data_type)
 
 
 def _ship_by_value(task_class: type) -> None:
@@ -162,7 +259,9 @@ def _ship_by_value(task_class: type) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
-def _group_function(task: PersistentTask, interval_ms: int, recovery: Recovery, values_as_text: bool):
+def _group_function(
+    task: PersistentTask, interval_ms: int, recovery: Recovery, values_as_text: bool, mode: BadRecords
+):
     floor_ms, restored = recovery.floor_ms, recovery.restored
 
     def run_group(key, frames, state):
@@ -174,40 +273,54 @@ def _group_function(task: PersistentTask, interval_ms: int, recovery: Recovery, 
         else:
             group = KeyGroup(task, interval_ms, floor_ms)
         applied = late = replayed = 0
+        bad: list[BadRecord] = []
         for frame in frames:
-            a, r, lt = group.apply(frame[["key", "timestamp", "value"]])
-            applied, replayed, late = applied + a, replayed + r, late + lt
+            try:
+                a, r, lt, b = group.apply(frame, mode)
+            except BadRecordError as exc:
+                # The group is as before this frame; the driver fails the micro-batch.
+                bad.append(exc.record)
+                continue
+            applied, replayed, late, bad = applied + a, replayed + r, late + lt, bad + b
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
         results, checkpoint = group.advance(watermark_ms)
         encoded = group.encode()
         state.update((encoded,))
         # Wake this group when the watermark passes its next boundary, even with no input.
         state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
-        n = len(results)
         values = results["value"].astype(str) if values_as_text else results["value"]
-        out = pd.DataFrame(
-            {
-                "kind": ["result"] * n + ["group"],
-                "grp": [grp] * (n + 1),
-                "time_ms": list(results["window_start"]) + [checkpoint[0] if checkpoint else -1],
-                "key": list(results["key"]) + [None],
-                "window_end": list(results["window_end"]) + [-1],
-                "value": list(values) + [None],
-                "data": [None] * n + [checkpoint[1] if checkpoint else None],
-                "applied": [0] * n + [applied],
-                "late": [0] * n + [late],
-                "replayed": [0] * n + [replayed],
-                "watermark_ms": [0] * n + [watermark_ms],
-                "state_bytes": [0] * n + [len(encoded)],
-            }
-        )
-        yield out
+        yield _output(grp, [
+            ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
+                                      "window_end": results["window_end"], "value": values}),
+            ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1],
+                          "data": [checkpoint[1] if checkpoint else None], "applied": [applied], "late": [late],
+                          "replayed": [replayed], "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
+                          "bad_records": [len(bad)]}),
+            ("bad", len(bad), {BAD_RECORD_COLUMN: [b.json() for b in bad]}),
+        ])
 
     return run_group
 
 
+#: Columns of the stateful function's rows after ``kind`` and ``grp``, and their value
+#: in rows of a kind that does not use them.
+_OUTPUT_DEFAULTS = {
+    "time_ms": -1, "key": None, "window_end": -1, "value": None, "data": None, "applied": 0, "late": 0,
+    "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None, "bad_records": 0,
+}
+
+
+def _output(grp: int, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
+    """The rows of one group: ``(kind, count, columns)`` per kind, other columns at their default."""
+    columns = {"kind": list(chain.from_iterable([kind] * count for kind, count, _ in parts))}
+    columns["grp"] = [grp] * len(columns["kind"])
+    for name, default in _OUTPUT_DEFAULTS.items():
+        columns[name] = list(chain.from_iterable(given.get(name, [default] * count) for _, count, given in parts))
+    return pd.DataFrame(columns)
+
+
 class _Committer:
-    """``foreachBatch``: sink, then durable checkpoints, then the clock."""
+    """``foreachBatch``: bad records, sink, then durable checkpoints, then the clock."""
 
     def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery):
         self.job, self.directory, self.recovery = job, directory, recovery
@@ -222,10 +335,11 @@ class _Committer:
                 "key", F.col("time_ms").alias("window_start"), "window_end", "value"
             )
             batch = BatchId(self.recovery.generation, batch_id)
-            self.job.sink.write(results, batch, self.job.windowed)
             groups = frame.where(F.col("kind") == "group").select(
-                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes"
+                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes", "bad_records"
             ).collect()
+            dead_letters = self._bad_records(frame, batch, sum(r.bad_records for r in groups))
+            self.job.sink.write(results, batch, self.job.windowed)
             n_results = frame.where(F.col("kind") == "result").count()
         finally:
             frame.unpersist()
@@ -252,10 +366,26 @@ class _Committer:
             watermark_ms=max((r.watermark_ms for r in groups), default=0),
             finished_at_ms=int(time.time() * 1000),
             state_bytes={task_name(r.grp): r.state_bytes for r in groups},
+            dead_letters=dead_letters,
         )
         self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:
             self.job.on_progress(progress)
+
+    def _bad_records(self, frame, batch: BatchId, count: int) -> int:
+        """Fails the micro-batch on its bad records, or writes them to the dead-letter
+        output (before the sink and the checkpoints: a replay writes them again);
+        returns how many were written."""
+        from pyspark.sql import functions as F
+
+        if not count:
+            return 0
+        records = frame.where(F.col("kind") == "bad").select(BAD_RECORD_COLUMN)
+        if self.job.bad_records is BadRecords.FAIL:
+            first = records.orderBy(BAD_RECORD_COLUMN).first()[0]
+            raise BadRecordError(BadRecord.from_json(first), count, f"micro-batch {batch.generation}.{batch.batch}")
+        self.job.dead_letters.write(records, batch)
+        return count
 
     def _advance_clock(self, checkpoints: dict[int, int]) -> int | None:
         clock = self.directory.clock

@@ -12,7 +12,12 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
 - ``files``: a directory of text, JSON-lines or Parquet files, read in name order
   (new files must sort after the ones already read). Line ``n`` (from 0) of the
   ``f``-th text file has event time ``f * FILE_SPAN_MS + n + 1``; JSON lines and
-  Parquet rows carry their time in a field.
+  Parquet rows carry their time in a field. Every text line is a message (bytes
+  that are not UTF-8 read as U+FFFD). A JSON line or Parquet row that cannot be read
+  (a line that is not UTF-8 or not a JSON object, a missing, null or non-integer key
+  or time, a file without the key or time column) is not an error of the reader:
+  its row has a ``bad_record`` column (``persistent.badrecords``) naming the file
+  and line or row, the record and the reason, and the job decides what to do with it.
 
 Event times start at 1 ms, not 0: Spark treats a row whose event time equals the
 watermark as late, and the watermark starts at 0.
@@ -34,12 +39,16 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord
+
 __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
 
 #: Event-time span of one text file: line n of file f is at f * FILE_SPAN_MS + n + 1.
 FILE_SPAN_MS = 1_000_000
 
 _MESSAGE_COLUMNS = ["key", "timestamp", "value"]
+#: Columns of the files source: a message, or a bad record (``persistent.badrecords``).
+_FILES_COLUMNS = [*_MESSAGE_COLUMNS, BAD_RECORD_COLUMN]
 #: Rows per Arrow record batch a reader yields.
 _ARROW_BATCH_ROWS = 65_536
 
@@ -265,8 +274,31 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
 
+def _lines(path: str):
+    """``(number from 1, line, reason)``: ``reason`` says why a line is not UTF-8, else None."""
+    # surrogateescape keeps undecodable bytes, so one bad line spoils only itself.
+    with open(path, encoding="utf-8", errors="surrogateescape") as lines:
+        for number, line in enumerate(lines, 1):
+            line = line.rstrip("\n")
+            if line.isascii():
+                yield number, line, None
+                continue
+            try:
+                line.encode("utf-8")
+                yield number, line, None
+            except UnicodeEncodeError as exc:
+                shown = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                yield number, shown, f"not valid UTF-8 (from character {exc.start + 1})"
+
+
+def _bad(path: str, where: str, record: str, reason: str) -> tuple:
+    """The row of a record that cannot be read: no key, time or value, and the reason."""
+    return (None, None, None, BadRecord(f"{path} {where}", record, reason).json())
+
+
 def _text_messages(path: str, base_ms: int):
-    with open(path, encoding="utf-8") as lines:
+    # Every line of text is a message: bytes that are not UTF-8 read as U+FFFD.
+    with open(path, encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines):
             if number >= FILE_SPAN_MS - 1:
                 raise ValueError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
@@ -274,47 +306,98 @@ def _text_messages(path: str, base_ms: int):
 
 
 def _jsonl_messages(path: str, key_field: str, time_field: str):
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                timestamp = int(record[time_field])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"files source: {path} line {number}: no integer field {time_field!r} ({exc})") from None
-            yield (str(record.get(key_field, "")), timestamp, line.rstrip("\n"))
+    for number, line, reason in _lines(path):
+        if reason is None and not line.strip():
+            continue
+        if reason is None:
+            key, timestamp, reason = _jsonl_fields(line, key_field, time_field)
+        if reason is None:
+            yield (key, timestamp, line, None)
+        else:
+            yield _bad(path, f"line {number}", line, reason)
+
+
+def _jsonl_fields(line: str, key_field: str, time_field: str) -> tuple[str | None, int | None, str | None]:
+    """``(key, timestamp, None)`` of a JSON line, or ``(None, None, reason)``."""
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        return None, None, f"not JSON ({exc})"
+    if not isinstance(record, dict):
+        return None, None, "not a JSON object"
+    if record.get(key_field) is None:
+        return None, None, f"no field {key_field!r}" if key_field not in record else f"field {key_field!r} is null"
+    timestamp = _integer(record.get(time_field))
+    if timestamp is None:
+        shown = "missing" if time_field not in record else repr(record[time_field])
+        return None, None, f"field {time_field!r} is not an integer of milliseconds ({shown})"
+    return str(record[key_field]), timestamp, None
+
+
+def _integer(value) -> int | None:
+    """``value`` as an int when it is an integer (or an integral float or numeric string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _parquet_messages(path: str, key_field: str, time_field: str):
     """One Arrow batch per row group: the key and time columns, and each row as JSON."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(path)
-    names = parquet.schema_arrow.names
-    for field in (key_field, time_field):
-        if field not in names:
-            raise ValueError(f"files source: {path} has no column {field!r} (columns: {', '.join(names)})")
-    time_type = parquet.schema_arrow.field(time_field).type
-    if not (pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type)):
-        raise ValueError(f"files source: {path} column {time_field!r} is {time_type}, not an integer (ms) or timestamp")
+    schema = parquet.schema_arrow
+    problem = _parquet_schema_problem(schema, key_field, time_field)
     rows_before = 0
     for group in range(parquet.num_row_groups):
         table = parquet.read_row_group(group)
-        times = table[time_field]
-        if pa.types.is_timestamp(time_type):
-            times = times.cast(pa.timestamp("ms")).cast(pa.int64())
-        if times.null_count:
-            row = rows_before + times.is_null().to_pandas().idxmax()
-            raise ValueError(f"files source: {path} row {row}: column {time_field!r} is null")
-        records = table.to_pandas().to_json(orient="records", lines=True).splitlines()
+        records = pa.array(table.to_pandas().to_json(orient="records", lines=True).splitlines(), pa.string())
+        if problem:
+            bad = pc.is_valid(records)
+            keys, times = pa.nulls(len(records), pa.string()), pa.nulls(len(records), pa.int64())
+        else:
+            keys = table[key_field].cast(pa.string()).combine_chunks()
+            times = table[time_field]
+            if pa.types.is_timestamp(times.type):
+                times = times.cast(pa.timestamp("ms")).cast(pa.int64())
+            times = times.cast(pa.int64()).combine_chunks()
+            bad = pc.or_(keys.is_null(), times.is_null())
+        marks = [None] * len(records)
+        for row in pc.indices_nonzero(bad).to_pylist():
+            reason = problem or f"column {key_field if keys[row].as_py() is None else time_field!r} is null"
+            marks[row] = BadRecord(f"{path} row {rows_before + row}", records[row].as_py(), reason).json()
+        good = pc.invert(bad)
         yield pa.RecordBatch.from_arrays(
-            [table[key_field].cast(pa.string()).combine_chunks(), times.cast(pa.int64()).combine_chunks(),
-             pa.array(records, pa.string())],
-            names=_MESSAGE_COLUMNS,
+            [pc.if_else(good, keys, None), pc.if_else(good, times, None), pc.if_else(good, records, None),
+             pa.array(marks, pa.string())],
+            names=_FILES_COLUMNS,
         )
         rows_before += table.num_rows
+
+
+def _parquet_schema_problem(schema, key_field: str, time_field: str) -> str | None:
+    """Why no row of a Parquet file with ``schema`` can be a message, or None."""
+    import pyarrow as pa
+
+    for field in (key_field, time_field):
+        if field not in schema.names:
+            return f"no column {field!r} (columns: {', '.join(schema.names)})"
+    time_type = schema.field(time_field).type
+    if not (pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type)):
+        return f"column {time_field!r} is {time_type}, not an integer (ms) or timestamp"
+    key_type = schema.field(key_field).type
+    try:
+        pa.array([], key_type).cast(pa.string())
+    except pa.ArrowException:
+        return f"column {key_field!r} is {key_type}, which has no text form"
+    return None
 
 
 class _FilesDataSource(DataSource):
@@ -323,7 +406,9 @@ class _FilesDataSource(DataSource):
         return FilesSource.format
 
     def schema(self) -> str:
-        return "key string, timestamp bigint, value string"
+        # Text lines are all messages; JSON lines and Parquet rows may be bad records.
+        marks = "" if self.options.get("file_format", "text") == "text" else f", {BAD_RECORD_COLUMN} string"
+        return f"key string, timestamp bigint, value string{marks}"
 
     def streamReader(self, schema):
         return _FilesReader(self.options)

@@ -6,6 +6,11 @@ does: feed messages, advance the watermark (which emits results and takes the
 checkpoints due), peek at a key's state, and restore from a checkpoint as recovery
 path B would.
 
+Bad records behave as in a job: with ``bad_records=BadRecords.FAIL`` (the default)
+``send`` raises ``BadRecordError`` on the first one and changes nothing; with
+``BadRecords.DEAD_LETTER`` they are collected in ``dead_letters`` and the other
+messages are applied.
+
 Not simulated: Spark's own late-row filter (rows at or before the watermark are
 dropped by Spark before they reach a task), several key groups, and sinks.
 """
@@ -17,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from persistent.badrecords import BadRecord, BadRecords
 from persistent.keygroup import MESSAGE_COLUMNS, KeyGroup
 from persistent.task import PersistentTask
 
@@ -26,10 +32,19 @@ __all__ = ["TaskTester"]
 class TaskTester:
     """Drives one task by hand; see the module docstring."""
 
-    def __init__(self, task: PersistentTask, checkpoint_interval_ms: int = 1000, group: KeyGroup | None = None):
+    def __init__(
+        self,
+        task: PersistentTask,
+        checkpoint_interval_ms: int = 1000,
+        group: KeyGroup | None = None,
+        bad_records: BadRecords = BadRecords.FAIL,
+    ):
         self.task = task
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.group = group or KeyGroup(task, checkpoint_interval_ms)
+        self.bad_records = BadRecords(bad_records)
+        #: Bad records sent so far (``BadRecords.DEAD_LETTER``).
+        self.dead_letters: list[BadRecord] = []
         #: Checkpoint bytes taken so far, by checkpoint time.
         self.checkpoints: dict[int, bytes] = {}
         #: Every result emitted so far, in order.
@@ -38,8 +53,9 @@ class TaskTester:
     def send(self, messages: Iterable[tuple[Any, int, Any]] | pd.DataFrame) -> int:
         """Applies ``(key, timestamp_ms, value)`` messages; returns how many were applied."""
         frame = messages if isinstance(messages, pd.DataFrame) else pd.DataFrame(list(messages), columns=list(MESSAGE_COLUMNS))
-        applied, _, _ = self.group.apply(frame)
-        return applied
+        outcome = self.group.apply(frame, self.bad_records)
+        self.dead_letters.extend(outcome.bad)
+        return outcome.applied
 
     def advance_watermark(self, watermark_ms: int) -> pd.DataFrame:
         """Emits the results of everything sent since the last call and takes the checkpoint due."""
@@ -57,7 +73,7 @@ class TaskTester:
         """A new tester restored from this one's checkpoint at ``timestamp_ms`` (path B):
         messages before it are dropped when sent again."""
         group = KeyGroup.restore(self.task, self.checkpoint_interval_ms, timestamp_ms, self.checkpoints[timestamp_ms])
-        return TaskTester(self.task, self.checkpoint_interval_ms, group)
+        return TaskTester(self.task, self.checkpoint_interval_ms, group, self.bad_records)
 
     @property
     def late_count(self) -> int:

@@ -24,10 +24,14 @@ are pruned at each checkpoint, so memory stays bounded.
 Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
 the results they would change are already published.
+
+Every operation replaces the columns with new arrays and never writes into them, so
+``copy`` is a snapshot in constant time: a batch can be applied and undone.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +93,10 @@ class KeyedTable:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def copy(self) -> KeyedTable:
+        """A snapshot: shares the columns, which no operation writes into."""
+        return copy.copy(self)
 
     @property
     def sealed_ms(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pyarrow as pa
@@ -10,15 +11,22 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
-from persistent.sources import FILE_SPAN_MS, FilesSource, GeneratorSource, _FilesReader, _GeneratorReader
+from persistent.badrecords import BadRecord
+from persistent.sources import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, GeneratorSource, _FilesReader, _GeneratorReader
 
 
 def rows(reader, start, end):
     out = []
     for partition in reader.partitions(start, end):
         for item in reader.read(partition):
-            out.extend(item.to_pylist() if isinstance(item, pa.RecordBatch) else [dict(zip(["key", "timestamp", "value"], item))])
+            out.extend(item.to_pylist() if isinstance(item, pa.RecordBatch) else [dict(zip(_FILES_COLUMNS, item))])
     return out
+
+
+def bad_records(rows_read):
+    """``(position, reason)`` of the rows marked bad, with the path shortened to its name."""
+    marked = [BadRecord.from_json(r["bad_record"]) for r in rows_read if r["bad_record"] is not None]
+    return [(os.path.basename(b.position), b.record, b.reason) for b in marked]
 
 
 def test_generator_messages_follow_the_sequence_and_batches_are_bounded():
@@ -65,13 +73,52 @@ def test_text_start_skips_whole_files_before_it(tmp_path):
     assert files_reader(tmp_path, "text", start_ms=2 * FILE_SPAN_MS + 1).initialOffset() == {"files": 2}
 
 
-def test_jsonl_values_are_whole_lines_and_bad_times_name_the_line(tmp_path):
-    (tmp_path / "a.jsonl").write_text('{"key": "a", "timestamp": 7, "x": 1}\n\n{"key": "b", "timestamp": "late"}\n')
-    reader = files_reader(tmp_path, "jsonl")
-    messages = reader.read(reader.partitions({"files": 0}, {"files": 1})[0])
-    assert next(messages) == ("a", 7, '{"key": "a", "timestamp": 7, "x": 1}')
-    with pytest.raises(ValueError, match=r"a\.jsonl line 3: no integer field 'timestamp'"):
-        next(messages)
+def test_jsonl_values_are_whole_lines(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"key": "a", "timestamp": 7, "x": 1}\n\n{"key": 5, "timestamp": 1e3}\n')
+    out = rows(files_reader(tmp_path, "jsonl"), {"files": 0}, {"files": 1})
+    assert out == [
+        {"key": "a", "timestamp": 7, "value": '{"key": "a", "timestamp": 7, "x": 1}', "bad_record": None},
+        {"key": "5", "timestamp": 1000, "value": '{"key": 5, "timestamp": 1e3}', "bad_record": None},
+    ]
+
+
+def test_malformed_json_lines_are_marked_with_file_line_and_reason_and_reading_goes_on(tmp_path):
+    lines = [
+        b'{"key": "a", "timestamp": 1}',
+        b'{"key": "b", "timestamp": "late"}',
+        b"not json",
+        b"[1, 2]",
+        b'{"timestamp": 3}',
+        b'{"key": null, "timestamp": 3}',
+        b'{"key": "c", "timestamp": 7.5}',
+        b'{"key": "c", "timestamp": true}',
+        b'{"key": "\xff", "timestamp": 1}',
+        b'{"key": "d", "timestamp": 4}',
+    ]
+    (tmp_path / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    out = rows(files_reader(tmp_path, "jsonl"), {"files": 0}, {"files": 1})
+    assert [(r["key"], r["timestamp"]) for r in out if r["bad_record"] is None] == [("a", 1), ("d", 4)]
+    assert all(r["key"] is r["timestamp"] is r["value"] is None for r in out if r["bad_record"] is not None)
+    assert bad_records(out) == [
+        ("a.jsonl line 2", '{"key": "b", "timestamp": "late"}',
+         "field 'timestamp' is not an integer of milliseconds ('late')"),
+        ("a.jsonl line 3", "not json", "not JSON (Expecting value: line 1 column 1 (char 0))"),
+        ("a.jsonl line 4", "[1, 2]", "not a JSON object"),
+        ("a.jsonl line 5", '{"timestamp": 3}', "no field 'key'"),
+        ("a.jsonl line 6", '{"key": null, "timestamp": 3}', "field 'key' is null"),
+        ("a.jsonl line 7", '{"key": "c", "timestamp": 7.5}',
+         "field 'timestamp' is not an integer of milliseconds (7.5)"),
+        ("a.jsonl line 8", '{"key": "c", "timestamp": true}',
+         "field 'timestamp' is not an integer of milliseconds (True)"),
+        ("a.jsonl line 9", '{"key": "\ufffd", "timestamp": 1}', "not valid UTF-8 (from character 10)"),
+    ]
+
+
+def test_every_text_line_is_a_message_even_one_that_is_not_utf8(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"one\ntw\xc3o\nthree\n")
+    reader = files_reader(tmp_path, "text")
+    lines = list(reader.read(reader.partitions({"files": 0}, {"files": 1})[0]))
+    assert [(r[1], r[2]) for r in lines] == [(1, "one"), (2, "tw\ufffdo"), (3, "three")]
 
 
 def test_parquet_rows_carry_key_time_and_the_record_as_json(tmp_path):
@@ -83,13 +130,33 @@ def test_parquet_rows_carry_key_time_and_the_record_as_json(tmp_path):
     assert [json.loads(r["value"])["n"] for r in out] == [1.5, 2.0, 3.0]
 
 
-def test_parquet_without_the_time_column_or_with_nulls_is_named(tmp_path):
-    pq.write_table(pa.table({"key": ["a"], "t": [None]}, schema=pa.schema([("key", pa.string()), ("t", pa.int64())])),
-                   tmp_path / "a.parquet")
-    with pytest.raises(ValueError, match=r"a\.parquet has no column 'timestamp' \(columns: key, t\)"):
-        rows(files_reader(tmp_path, "parquet"), {"files": 0}, {"files": 1})
-    with pytest.raises(ValueError, match=r"a\.parquet row 0: column 't' is null"):
-        rows(files_reader(tmp_path, "parquet", timestamp_field="t"), {"files": 0}, {"files": 1})
+def test_parquet_rows_with_null_key_or_time_are_marked_with_their_row(tmp_path):
+    schema = pa.schema([("key", pa.string()), ("t", pa.int64())])
+    table = pa.table({"key": ["a", None, "c", "d"], "t": [1, 2, None, 4]}, schema=schema)
+    pq.write_table(table, tmp_path / "a.parquet", row_group_size=2)
+    out = rows(files_reader(tmp_path, "parquet", timestamp_field="t"), {"files": 0}, {"files": 1})
+    assert [(r["key"], r["timestamp"]) for r in out if r["bad_record"] is None] == [("a", 1), ("d", 4)]
+    assert bad_records(out) == [
+        ("a.parquet row 1", '{"key":null,"t":2}', "column 'key' is null"),
+        ("a.parquet row 2", '{"key":"c","t":null}', "column 't' is null"),
+    ]
+
+
+def test_every_row_of_a_parquet_file_without_the_time_column_is_marked(tmp_path):
+    pq.write_table(pa.table({"key": ["a", "b"], "t": [1, 2]}), tmp_path / "a.parquet")
+    out = rows(files_reader(tmp_path, "parquet"), {"files": 0}, {"files": 1})
+    reason = "no column 'timestamp' (columns: key, t)"
+    assert bad_records(out) == [("a.parquet row 0", '{"key":"a","t":1}', reason),
+                                ("a.parquet row 1", '{"key":"b","t":2}', reason)]
+
+
+def test_a_parquet_time_column_of_another_type_is_named(tmp_path):
+    pq.write_table(pa.table({"key": ["a"], "timestamp": ["noon"]}), tmp_path / "a.parquet")
+    out = rows(files_reader(tmp_path, "parquet"), {"files": 0}, {"files": 1})
+    assert bad_records(out) == [
+        ("a.parquet row 0", '{"key":"a","timestamp":"noon"}',
+         "column 'timestamp' is string, not an integer (ms) or timestamp")
+    ]
 
 
 def test_files_source_rejects_unknown_formats():

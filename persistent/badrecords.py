@@ -1,0 +1,130 @@
+"""Bad input: records a job cannot process, and what happens to them.
+
+A record is *bad* when the source cannot parse it (an unparseable line, a missing
+or non-numeric timestamp, a missing column), when its event time is unusable
+(null, negative, or too far ahead of the micro-batch's time), or when the task or
+its monoid refuses it (``process_message``/``process_batch`` raises on it, the
+monoid refuses its value, or a key's sum would overflow). Each one is described by
+a ``BadRecord``: where it comes from, the record as text, and why it is bad.
+
+A job chooses with ``BadRecords`` what happens to them:
+
+- ``FAIL``: the micro-batch fails with a ``BadRecordError`` naming the record and
+  its position, before anything of that batch reaches the sink or a checkpoint;
+- ``DEAD_LETTER``: the record goes to the dead-letter output (``DeadLetters``), is
+  counted in the progress record, and the other records are processed.
+
+Either way a bad record changes no state. This module is pure Python: the readers,
+the key groups and the driver share it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BadRecords", "BadRecord", "BadRecordError", "DeadLetters", "BAD_RECORD_COLUMN"]
+
+#: Column that marks a bad record in a source's rows: null for a good row, else the
+#: ``BadRecord`` as JSON.
+BAD_RECORD_COLUMN = "bad_record"
+
+
+class BadRecords(enum.Enum):
+    """What a job does with a bad record."""
+
+    FAIL = "fail"
+    DEAD_LETTER = "dead-letter"
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """One bad record: its ``position`` in the source (a file and line or row; ``None``
+    for a message whose position the source does not carry), the ``record`` as text,
+    and the ``reason`` it is bad."""
+
+    position: str | None
+    record: str
+    reason: str
+
+    @classmethod
+    def of_message(cls, key: Any, timestamp: Any, value: Any, reason: str) -> BadRecord:
+        """A bad message: the record is the message as JSON (key, timestamp, value)."""
+        message = {"key": _plain(key), "timestamp": _plain(timestamp), "value": _plain(value)}
+        return cls(None, json.dumps(message, separators=(",", ":"), default=str), reason)
+
+    def json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> BadRecord:
+        fields = json.loads(text)
+        return cls(fields.get("position"), fields["record"], fields["reason"])
+
+    def describe(self) -> str:
+        """One line naming the position, the reason and the record."""
+        where = f"{self.position}: " if self.position else ""
+        return f"{where}{self.reason}; record: {self.record}"
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python values, for JSON."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class BadRecordError(ValueError):
+    """A bad record in a job that fails on bad records (``BadRecords.FAIL``)."""
+
+    def __init__(self, record: BadRecord, count: int = 1, where: str = ""):
+        self.record, self.count = record, count
+        more = f" ({count} bad records{' in ' + where if where else ''}; this is the first)" if count > 1 else ""
+        super().__init__(f"bad record at {record.describe()}{more}")
+
+
+class DeadLetters:
+    """The dead-letter output: one directory of JSON lines per micro-batch,
+    ``DIR/generation=G/batch=N/``, each line a ``BadRecord`` (``position``, ``record``,
+    ``reason``). A replayed batch overwrites its own directory, so each bad record of a
+    batch is listed once. After a restart from the clock (recovery path B) the sources
+    re-read records, and one without an event time (so not recognized as before the
+    restore point) may be listed again in the new generation, at the same position."""
+
+    def __init__(self, directory: str):
+        self.directory = directory.rstrip("/")
+
+    def write(self, records, batch) -> None:
+        """Writes a Spark DataFrame whose one string column holds ``BadRecord`` JSON."""
+        target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
+        records.coalesce(1).write.mode("overwrite").text(target)
+
+    def read(self):
+        """All dead letters in a local directory, as pandas (columns ``generation``,
+        ``batch``, ``position``, ``record``, ``reason``), oldest batch first."""
+        import pandas as pd
+
+        from state.fs import local_path
+
+        root = local_path(self.directory)
+        rows = []
+        for generation in _partitions(root, "generation"):
+            for batch in _partitions(os.path.join(root, f"generation={generation}"), "batch"):
+                folder = os.path.join(root, f"generation={generation}", f"batch={batch:010d}")
+                for name in sorted(os.listdir(folder)):
+                    if name.startswith("part-"):
+                        with open(os.path.join(folder, name), encoding="utf-8") as lines:
+                            rows.extend({"generation": generation, "batch": batch, **asdict(BadRecord.from_json(line))}
+                                        for line in lines if line.strip())
+        return pd.DataFrame(rows, columns=["generation", "batch", "position", "record", "reason"])
+
+
+def _partitions(folder: str, name: str) -> list[int]:
+    """The sorted values of the ``name=VALUE`` subdirectories of ``folder``."""
+    if not os.path.isdir(folder):
+        return []
+    prefix = f"{name}="
+    return sorted(int(entry[len(prefix):]) for entry in os.listdir(folder) if entry.startswith(prefix))

@@ -1,0 +1,199 @@
+"""Bad records in a key group, without Spark: they are isolated, reported with the
+message they came from, and change no state; the other messages of the batch are
+applied as if the bad ones had never been sent."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monoids import Sum
+from persistent import PersistentTask
+from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.keygroup import KeyGroup
+from persistent.testing import TaskTester
+from state import NonWindowState, Window, WindowState
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+class ParseSum(PersistentTask):
+    """Sums the values, parsed as integers: a value that is no integer makes it raise."""
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
+
+    def process_batch(self, messages):
+        return np.array([int(v) for v in messages["value"]], dtype=np.int64)
+
+
+class ParseSumPerMessage(PersistentTask):
+    """``ParseSum`` one message at a time; reads its state before it updates it twice."""
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
+
+    def process_message(self, state, message):
+        state.update(message.timestamp, 0)
+        state.get()
+        state.update(message.timestamp, int(message.value))
+
+
+class PassValues(PersistentTask):
+    """Hands each value to the monoid as it is: the monoid decides what it takes."""
+
+    def __init__(self, monoid=None):
+        self.monoid = monoid or Sum()
+
+    def persistent_state(self):
+        return NonWindowState(self.monoid)
+
+    def process_batch(self, messages):
+        return messages["value"].to_numpy()
+
+
+class WindowedParseSum(ParseSum):
+    def persistent_state(self):
+        return WindowState(Sum(), Window(40, 20))
+
+
+def state_of(tester: TaskTester) -> bytes:
+    return tester.group.encode()
+
+
+#: Messages whose value is an integer in text, or "x", on which the tasks raise.
+messages_with_bad_values = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 300),
+              st.one_of(st.integers(-5, 9).map(str), st.just("x"))),
+    max_size=50,
+)
+
+
+@pytest.mark.parametrize("task", [ParseSum(), ParseSumPerMessage(), WindowedParseSum()], ids=type)
+@given(messages=messages_with_bad_values)
+@settings(max_examples=30, deadline=None)
+def test_dead_lettered_messages_leave_the_state_of_a_run_without_them(task, messages):
+    messages = sorted(messages, key=lambda m: m[1])
+    with_bad = TaskTester(task, checkpoint_interval_ms=100, bad_records=BadRecords.DEAD_LETTER)
+    applied = with_bad.send(messages)
+    with_bad.advance_watermark(350)
+
+    clean = TaskTester(task, checkpoint_interval_ms=100)
+    clean.send([m for m in messages if m[2] != "x"])
+    clean.advance_watermark(350)
+
+    assert state_of(with_bad) == state_of(clean)
+    assert applied == sum(m[2] != "x" for m in messages)
+    method = "process_batch" if task.vectorized else "process_message"
+    expected = [
+        BadRecord(None, json.dumps({"key": k, "timestamp": t, "value": v}, separators=(",", ":")),
+                  f"{type(task).__name__}.{method} raised ValueError: invalid literal for int() with base 10: 'x'")
+        for k, t, v in messages if v == "x"
+    ]
+    assert sorted(with_bad.dead_letters, key=str) == sorted(expected, key=str)
+
+
+@pytest.mark.parametrize("task", [ParseSum(), ParseSumPerMessage()], ids=type)
+def test_fail_mode_names_the_record_and_changes_no_state(task):
+    tester = TaskTester(task, checkpoint_interval_ms=100)
+    tester.send([("a", 1, "5"), ("b", 2, "7")])
+    before = state_of(tester)
+    with pytest.raises(BadRecordError) as failure:
+        tester.send([("a", 3, "1"), ("b", 4, "2"), ("c", 5, "x"), ("a", 6, "4")])
+    assert failure.value.record.record == '{"key":"c","timestamp":5,"value":"x"}'
+    assert "'x'" in str(failure.value) and '"key":"c"' in str(failure.value)
+    assert state_of(tester) == before
+    assert (tester.peek("a"), tester.peek("b")) == (5, 7)
+
+
+def test_values_the_monoid_refuses_are_isolated_and_the_rest_applied():
+    tester = TaskTester(PassValues(Sum(float)), bad_records=BadRecords.DEAD_LETTER)
+    frame = pd.DataFrame({"key": ["a", "b", "a", "c"], "timestamp": [1, 2, 3, 4], "value": [1.5, np.nan, 2.0, "x"]})
+    assert tester.send(frame) == 2
+    assert tester.peek("a") == 3.5 and tester.peek("b") == 0.0 and tester.peek("c") == 0.0
+    assert [(b.record, b.reason) for b in tester.dead_letters] == [
+        ('{"key":"b","timestamp":2,"value":NaN}', "Sum(kind='float') cannot take NaN"),
+        ('{"key":"c","timestamp":4,"value":"x"}', "Sum(kind='float') takes float values, got 'x'"),
+    ]
+
+
+def test_a_sum_that_would_overflow_refuses_only_the_message_that_overflows():
+    tester = TaskTester(PassValues(), bad_records=BadRecords.DEAD_LETTER)
+    tester.send([("big", 1, INT64_MAX - 10)])
+    frame = pd.DataFrame({"key": ["small", "big", "big", "small"], "timestamp": [2, 3, 4, 5], "value": [1, 20, 4, 2]})
+    assert tester.send(frame) == 3
+    assert tester.peek("big") == INT64_MAX - 6 and tester.peek("small") == 3
+    (bad,) = tester.dead_letters
+    assert bad.record == '{"key":"big","timestamp":3,"value":20}'
+    assert "does not fit in 64 bits" in bad.reason
+
+
+def test_an_overflow_in_fail_mode_leaves_the_group_as_it_was():
+    tester = TaskTester(PassValues())
+    tester.send([("big", 1, INT64_MAX - 10), ("small", 1, 1)])
+    before = state_of(tester)
+    with pytest.raises(BadRecordError, match="does not fit in 64 bits"):
+        tester.send([("small", 2, 5), ("big", 3, 20)])
+    assert state_of(tester) == before
+
+
+def test_rows_marked_by_the_source_are_bad_records_unless_before_the_restore_point():
+    group = KeyGroup(PassValues(), 100, floor_ms=10)
+    marked = [BadRecord(f"in/a.jsonl line {n}", "not json", "not JSON").json() for n in (1, 2)]
+    frame = pd.DataFrame({
+        "key": ["a", None, "a", None, "b"],
+        "timestamp": [5.0, np.nan, 12.0, 4.0, 13.0],  # as Spark hands a bigint column with nulls
+        "value": [1, 0, 2, 0, 3],  # numbers are never null in marked rows: they would turn to floats
+        BAD_RECORD_COLUMN: [None, marked[0], None, marked[1], None],
+    })
+    applied, replayed, late, bad = group.apply(frame, BadRecords.DEAD_LETTER)
+    assert (applied, replayed, late) == (2, 2, 0)
+    assert bad == [BadRecord.from_json(marked[0])]
+    assert group.table.get("a") == 2 and group.table.get("b") == 3
+    with pytest.raises(BadRecordError, match=r"bad record at in/a\.jsonl line 1: not JSON; record: not json"):
+        group.apply(frame, BadRecords.FAIL)
+
+
+def test_a_task_that_fails_on_every_message_dead_letters_each_once():
+    tester = TaskTester(ParseSum(), bad_records=BadRecords.DEAD_LETTER)
+    assert tester.send([(k, t, "x") for t, k in enumerate("abcdefghij", 1)]) == 0
+    assert sorted(json.loads(b.record)["key"] for b in tester.dead_letters) == list("abcdefghij")
+    assert len(tester.group.table) == 0
+
+
+def test_dead_letters_read_back_by_batch(tmp_path):
+    for generation, batch, records in [(0, 2, ["x", "y"]), (1, 0, ["z"])]:
+        folder = tmp_path / f"generation={generation}" / f"batch={batch:010d}"
+        folder.mkdir(parents=True)
+        (folder / "part-00000.txt").write_text(
+            "".join(BadRecord(f"f line {r}", r, "bad").json() + "\n" for r in records)
+        )
+    read = DeadLetters(str(tmp_path)).read()
+    assert read.to_dict("records") == [
+        {"generation": 0, "batch": 2, "position": "f line x", "record": "x", "reason": "bad"},
+        {"generation": 0, "batch": 2, "position": "f line y", "record": "y", "reason": "bad"},
+        {"generation": 1, "batch": 0, "position": "f line z", "record": "z", "reason": "bad"},
+    ]
+    assert DeadLetters(str(tmp_path / "none")).read().empty
+
+
+def test_a_job_takes_the_mode_by_name_and_refuses_others(tmp_path):
+    from persistent import GeneratorSource, Job, SQLiteSink
+
+    def job(**kwargs):
+        return Job(ParseSum(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"), **kwargs)
+
+    assert job().bad_records is BadRecords.FAIL
+    dead = job(bad_records="dead-letter")
+    assert dead.bad_records is BadRecords.DEAD_LETTER
+    assert dead.dead_letters.directory == f"{tmp_path / 'ck'}/dead-letters"
+    assert job(dead_letter_dir="elsewhere/").dead_letters.directory == "elsewhere"
+    with pytest.raises(ValueError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
+        job(bad_records="skip")
+    with pytest.raises(ValueError, match="max_event_time_skew_ms must be >= 0, got -1"):
+        job(max_event_time_skew_ms=-1)
