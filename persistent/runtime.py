@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -40,6 +41,8 @@ from state.persistent_state import WindowState
 __all__ = ["Job", "RunningJob", "BatchProgress"]
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
+#: Checkpoint files written at once: each write mostly waits on the file system.
+_CHECKPOINT_WRITERS = 8
 
 
 @dataclass(frozen=True)
@@ -220,10 +223,12 @@ class _Committer:
             n_results = frame.where(F.col("kind") == "result").count()
         finally:
             frame.unpersist()
-        checkpoints = {row.grp: row.time_ms for row in groups if row.time_ms >= 0}
-        for row in groups:
-            if row.time_ms >= 0:
-                self.directory.store(row.grp).persist(row.time_ms, bytes(row.data))
+        due = [row for row in groups if row.time_ms >= 0]
+        checkpoints = {row.grp: row.time_ms for row in due}
+        if due:
+            with ThreadPoolExecutor(min(len(due), _CHECKPOINT_WRITERS)) as writers:
+                # list() waits for every write and raises the first failure: no clock without them.
+                list(writers.map(lambda row: self.directory.store(row.grp).persist(row.time_ms, bytes(row.data)), due))
         clock_ms = self._advance_clock(checkpoints)
         if self.job.on_progress:
             self.job.on_progress(
