@@ -229,6 +229,13 @@ class KeyedTable:
 
     def checkpoint(self, timestamp_ms: int) -> bytes:
         """Encodes the state at ``timestamp_ms`` (rows before it) and seals it."""
+        self.seal(timestamp_ms)
+        return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
+
+    def seal(self, timestamp_ms: int) -> None:
+        """What ``checkpoint`` does to the table, without encoding it: folds the rows
+        before ``timestamp_ms`` (or prunes panes no open window needs) and makes
+        messages before it late."""
         timestamp_ms = check_time_ms(timestamp_ms)
         if timestamp_ms % self.interval_ms or timestamp_ms <= self.checkpoint_ms:
             raise StateValueError(
@@ -243,7 +250,6 @@ class KeyedTable:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
         self.checkpoint_ms = timestamp_ms
-        return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
     def _refold(self) -> None:
         """Folds rows that share (key, bucket) after buckets were rewritten."""

@@ -375,6 +375,25 @@ def test_checkpoint_folds_the_rows_before_it_into_one_committed_row_per_key():
     assert totals(table) == {"a": 27, "b": 4}
 
 
+@pytest.mark.parametrize("window", [None, Window(300, 100)])
+def test_seal_changes_the_table_as_a_checkpoint_does(window):
+    messages = [("a", 10, 1), ("a", 120, 2), ("b", 250, 4), ("a", 310, 8), ("b", 520, 16)]
+    checkpointed, sealed = table_of(window=window), table_of(window=window)
+    for table in (checkpointed, sealed):
+        apply(table, messages)
+        if window:
+            table.close_windows(400)
+    checkpointed.checkpoint(400)
+    assert sealed.seal(400) is None
+    assert state_of(sealed) == state_of(checkpointed)
+    for table in (checkpointed, sealed):
+        apply(table, [("a", 399, 32), ("a", 400, 64)])
+    assert state_of(sealed) == state_of(checkpointed)
+    assert sealed.late_count == 1
+    with pytest.raises(StateValueError, match="after the last checkpoint 400"):
+        sealed.seal(400)
+
+
 def test_recover_replaces_the_state_and_seals_the_checkpoint_time():
     table = table_of()
     apply(table, [("a", 10, 1), ("b", 150, 2)])
