@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["Dataset", "ParquetInput", "generate", "BATCH_SPAN_MS", "ZIPF_EXPONENT", "SCHEMA_DDL"]
+__all__ = ["Dataset", "ParquetInput", "generate", "first_timestamp", "BATCH_SPAN_MS", "ZIPF_EXPONENT", "SCHEMA_DDL"]
 
 #: Event time one file (one micro-batch) spans: two checkpoint intervals of 1 s.
 BATCH_SPAN_MS = 2_000
@@ -45,10 +45,6 @@ class Dataset:
     @property
     def name(self) -> str:
         return f"{self.distribution}-{self.keys}"
-
-    @property
-    def events(self) -> int:
-        return len(self.files) * self.batch_rows
 
     def first_files(self, n: int) -> tuple[str, ...]:
         """The first ``n`` files (all when ``n`` is larger)."""

@@ -9,7 +9,6 @@ import threading
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-import psutil
 
 __all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize"]
 
@@ -116,9 +115,12 @@ class MemorySampler:
     summed RSS of the Python worker processes under the JVM (``workers``)."""
 
     def __init__(self, spark=None, interval_s: float = 0.2):
+        import psutil
+
+        self._psutil = psutil
         self.interval_s = interval_s
         self._runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime() if spark else None
-        self._me = psutil.Process()
+        self._me = self._psutil.Process()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.driver_mb = 0.0
@@ -135,7 +137,7 @@ class MemorySampler:
             try:
                 if child.name().startswith("python"):
                     total += child.memory_info().rss
-            except psutil.Error:
+            except self._psutil.Error:
                 pass
         return total
 
