@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from persistent.faults import crash_point
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
 from persistent.recovery import JobDirectory, Recovery, task_name
@@ -181,6 +182,7 @@ def _group_function(task: PersistentTask, interval_ms: int, recovery: Recovery, 
         results, checkpoint = group.advance(watermark_ms)
         encoded = group.encode()
         state.update((encoded,))
+        crash_point("group")
         # Wake this group when the watermark passes its next boundary, even with no input.
         state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
         n = len(results)
@@ -221,18 +223,21 @@ class _Committer:
             results = frame.where(F.col("kind") == "result").select(
                 "key", F.col("time_ms").alias("window_start"), "window_end", "value"
             )
+            n_results = results.count()  # the first action computes the micro-batch, into the cache
+            crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
             self.job.sink.write(results, batch, self.job.windowed)
             groups = frame.where(F.col("kind") == "group").select(
                 "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes"
             ).collect()
-            n_results = frame.where(F.col("kind") == "result").count()
         finally:
             frame.unpersist()
         checkpoints = {row.grp: row.time_ms for row in groups if row.time_ms >= 0}
         for row in groups:
             if row.time_ms >= 0:
                 self.directory.store(row.grp).persist(row.time_ms, bytes(row.data))
+                crash_point("checkpoints")
+        crash_point("clock")
         clock_ms = self._advance_clock(checkpoints)
         if checkpoints:
             # Keep what the clock's history may still rewind to, drop the rest.

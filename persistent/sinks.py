@@ -18,6 +18,7 @@ import sqlite3
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from persistent.faults import crash_point
 from state.fs import local_path
 
 __all__ = ["BatchId", "result_columns", "Sink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri"]
@@ -92,6 +93,7 @@ class SQLiteSink(Sink):
                     [tuple(x.item() if hasattr(x, "item") else x for x in row) for row in rows],
                 )
                 db.execute(f"INSERT INTO {self.MARKERS} VALUES (?, ?)", (batch.generation, batch.batch))
+                crash_point("sink")
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
