@@ -90,15 +90,19 @@ class Crasher:
         kill_session(process.pid)  # workers left behind by a job that ended on its own
         return Outcome(kill, returncode, log.read_text(errors="replace"))
 
-    def run(self, timeout_s: float = 300) -> Outcome:
-        """One run to its end; fails the test when it does not finish in ``timeout_s``."""
-        process, log = self._start({})
+    def _to_the_end(self, process: subprocess.Popen, log: Path, timeout_s: float) -> Outcome:
+        """Lets the run end; fails the test when it does not in ``timeout_s``."""
         try:
             process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self._finish(process, log, kill=True)
             raise AssertionError(f"run {self.runs} did not finish in {timeout_s} s (seed {self.seed}); log: {log}")
         return self._finish(process, log, kill=False)
+
+    def run(self, timeout_s: float = 300) -> Outcome:
+        """One run to its end."""
+        process, log = self._start({})
+        return self._to_the_end(process, log, timeout_s)
 
     def crash_at(self, point: str, arrival: int, timeout_s: float = 300) -> Outcome:
         """Runs until the ``arrival``-th arrival at crash point ``point``, then kills the job.
@@ -127,12 +131,7 @@ class Crasher:
             self._finish(process, log, kill=True)
             raise AssertionError("no executor process found: is the master local-cluster?")
         os.kill(executors[0], signal.SIGKILL)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self._finish(process, log, kill=True)
-            raise AssertionError(f"the job did not finish after losing an executor; log: {log}")
-        return self._finish(process, log, kill=False)
+        return self._to_the_end(process, log, timeout_s)
 
     @staticmethod
     def _wait(process: subprocess.Popen, condition, timeout_s: float) -> bool:
