@@ -17,6 +17,7 @@ __all__ = [
     "GeneratorSource",
     "FilesSource",
     "SQLiteSink",
+    "PostgresSink",
     "ParquetSink",
     "ConsoleSink",
     "sink_from_uri",
@@ -38,6 +39,10 @@ def __getattr__(name):
         from persistent import sinks
 
         return getattr(sinks, name)
+    if name == "PostgresSink":
+        from persistent.postgres import PostgresSink
+
+        return PostgresSink
     if name == "spark_session":
         from persistent.session import spark_session
 

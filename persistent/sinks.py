@@ -201,9 +201,13 @@ class ConsoleSink(Sink):
 
 
 def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", value_column: str = "value") -> Sink:
-    """``sqlite:///PATH``, ``console`` or a directory (Parquet)."""
+    """``sqlite:///PATH``, ``postgresql://...`` (a libpq URI), ``console`` or a directory (Parquet)."""
     if uri.startswith("sqlite://"):
         return SQLiteSink(uri[len("sqlite://") :], table, key_column, value_column)
+    if uri.startswith(("postgresql://", "postgres://")):
+        from persistent.postgres import PostgresSink
+
+        return PostgresSink(uri, table, key_column, value_column)
     if uri == "console":
         return ConsoleSink()
     return ParquetSink(uri, key_column, value_column)
