@@ -1,7 +1,9 @@
-"""Integrations on Spark: Redis Streams in, PostgreSQL out, across a rewind to the clock."""
+"""Integrations on Spark: Redis Streams in, PostgreSQL out, across a rewind to the
+clock; and Kafka's records as messages."""
 
 from __future__ import annotations
 
+import datetime
 import shutil
 
 import pytest
@@ -45,3 +47,30 @@ def test_counts_from_redis_streams_into_postgres_are_exact_across_a_rewind(spark
     with psycopg.connect(postgres_url) as db:
         counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
     assert counted == {f"k{k}": 120 for k in range(5)}
+
+
+def test_kafka_records_become_messages(spark):
+    from pyspark.sql import Row
+
+    from persistent.kafka import messages
+
+    at = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
+    records = spark.createDataFrame(
+        [
+            Row(key=b"k1", value=b"hello", topic="t", partition=0, offset=7, timestamp=at, timestampType=0),
+            Row(key=None, value="caf\u00e9".encode(), topic="t", partition=1, offset=0, timestamp=at, timestampType=1),
+        ],
+        "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp, "
+        "timestampType int",
+    )
+    out = messages(records)
+    assert out.schema.simpleString() == "struct<key:string,timestamp:bigint,value:string>"
+    millis = int(at.timestamp() * 1000)
+    assert [tuple(r) for r in out.collect()] == [("k1", millis, "hello"), (None, millis, "caf\u00e9")]
+
+
+def test_kafka_without_the_connector_names_the_package_to_add(spark):
+    from persistent.kafka import KafkaSource
+
+    with pytest.raises(RuntimeError, match=f"--packages org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"):
+        KafkaSource("127.0.0.1:9", "events").stream(spark)
