@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from persistent.sources import Source
+from persistent.sources import _MESSAGE_COLUMNS, Source
 
 __all__ = ["RedisSource"]
 
-#: Entries per XRANGE call when reading a micro-batch.
-_PAGE = 1000
+#: Entries per XRANGE call (and Arrow batch) when reading a micro-batch.
+_PAGE = 10_000
 _MAX_SEQ = 2**64 - 1
 
 
@@ -157,12 +157,16 @@ class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ]
 
     def read(self, partition: _StreamRange):
+        import pyarrow as pa
+
         stream, cursor, bound = partition.stream, partition.start, "(" + partition.end
         with _client(self.url) as client:
             while True:
                 entries = client.xrange(stream, cursor, bound, count=_PAGE)
-                for entry_id, fields in entries:
-                    yield self._message(stream, entry_id, fields)
+                if entries:
+                    keys, times, values = zip(*(self._message(stream, i, fields) for i, fields in entries))
+                    columns = [pa.array(keys, pa.string()), pa.array(times, pa.int64()), pa.array(values, pa.string())]
+                    yield pa.RecordBatch.from_arrays(columns, names=_MESSAGE_COLUMNS)
                 if len(entries) < _PAGE:
                     break
                 cursor = "(" + entries[-1][0]

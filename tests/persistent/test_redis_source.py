@@ -9,6 +9,7 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from persistent import redis_source
 from persistent.redis_source import RedisSource, _RedisReader
 
 
@@ -29,7 +30,13 @@ def add(client, stream, entries):
 
 
 def read(r: _RedisReader, start: dict, end: dict) -> list[tuple]:
-    return [message for partition in r.partitions(start, end) for message in r.read(partition)]
+    """The messages of one micro-batch (read as Arrow batches)."""
+    return [
+        tuple(row.values())
+        for partition in r.partitions(start, end)
+        for batch in r.read(partition)
+        for row in batch.to_pylist()
+    ]
 
 
 def batches(r: _RedisReader, limit) -> list[list[tuple]]:
@@ -43,7 +50,8 @@ def batches(r: _RedisReader, limit) -> list[list[tuple]]:
         start = end
 
 
-def test_bounded_batches_read_every_entry_once_in_order(client, redis_url):
+def test_bounded_batches_read_every_entry_once_in_order(client, redis_url, monkeypatch):
+    monkeypatch.setattr(redis_source, "_PAGE", 3)  # a batch reads several pages
     entries = [(f"{ms}-{seq}", f"k{ms % 3}", f"v{ms}.{seq}") for ms in range(1, 8) for seq in range(2)]
     add(client, "events", entries)
     got = batches(reader(redis_url, max_entries_per_batch=4), ReadMaxRows(4))
