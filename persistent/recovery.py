@@ -101,7 +101,9 @@ class JobDirectory:
         for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
             self.fs.delete(self.fs.join(self.progress, old))
 
-    def _read_generation(self) -> dict | None:
+    def read_generation(self) -> dict | None:
+        """The current start's ``generation``, ``floor_ms`` and ``key_groups`` (``None`` if
+        unrecorded), or ``None`` before the first start."""
         try:
             raw = self.fs.read_bytes(self._generation)
         except FileNotFoundError:
@@ -126,7 +128,7 @@ class JobDirectory:
         groups by it, so another number would put a key's messages beside another
         group's state.
         """
-        current = self._read_generation()
+        current = self.read_generation()
         if current and current["key_groups"] not in (None, key_groups):
             raise ValueError(
                 f"{self.root} was written with key_groups={current['key_groups']}, this job has "
