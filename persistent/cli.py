@@ -23,7 +23,6 @@ import time
 from persistent.environment import EnvironmentProblem, check_java
 from persistent.jobdir import (
     JobDirectoryError,
-    ProgressRecord,
     open_job,
     read_progress,
     read_state,
@@ -32,6 +31,7 @@ from persistent.jobdir import (
     times_held,
 )
 from persistent.recovery import JobDirectory
+from persistent.runtime import BatchProgress
 from persistent.session import DEFAULTS_FILE, LOGGING_FILE
 from state.clock_store import ClockRecord
 from state.errors import StateError
@@ -113,9 +113,10 @@ def _status(args: argparse.Namespace) -> int:
     print(f"job directory  {directory.root}")
     generation = directory.read_generation()
     if generation is not None:
-        number, floor_ms = generation
+        floor_ms = generation["floor_ms"]
         started = f"restored from the clock at {_time(floor_ms)}" if floor_ms else "started fresh"
-        print(f"generation     {number}, {started}")
+        groups = f", {generation['key_groups']} key groups" if generation["key_groups"] is not None else ""
+        print(f"generation     {generation['generation']}, {started}{groups}")
     progress = read_progress(directory, args.batches)
     if progress:
         _print_progress(progress, now_ms)
@@ -132,7 +133,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_progress(progress: list[ProgressRecord], now_ms: int) -> None:
+def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
     last = progress[-1]
     print(
         f"last batch     {last.generation}.{last.batch}, committed {_iso(last.finished_at_ms)} "
@@ -339,7 +340,10 @@ def parser() -> argparse.ArgumentParser:
         "and per-task clocks with the lag behind wall time, each task's state size and the dead-lettered "
         "records, from the files the job writes under DIR.",
     )
-    status.add_argument("--batches", type=_whole_number("a number of batches", 1), default=10, metavar="N", help="recent batches to show (10)")
+    status.add_argument(
+        "--batches", type=_whole_number("a number of batches", 1), default=10, metavar="N",
+        help="recent batches to show (10)",
+    )
 
     inspect = _directory_command(
         commands, "inspect", _inspect, "print the state per key in the checkpoints at a time",

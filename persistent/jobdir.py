@@ -1,26 +1,24 @@
 """A job's checkpoint directory, read without a JVM, and rewound.
 
 ``open_job`` serves local paths and ``file://`` URIs directly and ``webhdfs://`` URIs
-over HTTP (``persistent.webhdfs``). Besides the layout in ``persistent.recovery``,
-the runtime writes one JSON file per committed micro-batch and keeps the newest 100::
-
-    DIR/progress/<generation:06d>-<batch:012d>.json     one ``ProgressRecord``
-
-``read_progress`` reads the newest of them, ``read_state`` the state of the tasks in
-their checkpoints at a time (decoded by what the checkpoints name: no task class
-needed), and ``rewind`` prepares a restart from an earlier checkpoint (path B).
+over HTTP (``persistent.webhdfs``); the layout is ``persistent.recovery``'s.
+``read_progress`` reads the newest of the progress records the runtime writes per
+committed micro-batch (``DIR/progress/<generation:06d>-<batch:012d>.json``, the
+fields of ``runtime.BatchProgress``), ``read_state`` the state of the tasks in their
+checkpoints at a time (decoded by what the checkpoints name: no task class needed),
+and ``rewind`` prepares a restart from an earlier checkpoint (path B).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
-from types import MappingProxyType
+from collections.abc import Iterator
+from dataclasses import MISSING, dataclass, fields
 from urllib.parse import urlparse
 
 from persistent.recovery import JobDirectory
+from persistent.runtime import BatchProgress
 from persistent.webhdfs import WebHdfsFileSystem
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
@@ -30,7 +28,7 @@ from state.table import KeyedTable
 
 __all__ = [
     "JobDirectoryError",
-    "ProgressRecord",
+    "progress_from_json",
     "StateRow",
     "Rewound",
     "filesystem_for",
@@ -42,9 +40,8 @@ __all__ = [
     "rewind",
 ]
 
-PROGRESS_DIRECTORY = "progress"
 _PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
-_LAYOUT = ("spark", "checkpoints", "clock", "generation", PROGRESS_DIRECTORY)
+_LAYOUT = ("spark", "checkpoints", "clock", "generation", "progress")
 
 
 class JobDirectoryError(Exception):
@@ -77,50 +74,27 @@ def open_job(uri: str) -> JobDirectory:
     return directory
 
 
-@dataclass(frozen=True)
-class ProgressRecord:
-    """One committed micro-batch, as the runtime reports it (times in ms, wall or event)."""
-
-    generation: int
-    batch: int
-    #: Wall-clock time at which the batch was committed (epoch ms).
-    finished_at_ms: int
-    seconds: float
-    #: Messages applied to the state.
-    rows: int
-    late: int
-    #: Messages dropped because they are before the restore point.
-    replayed: int
-    dead_letters: int
-    results: int
-    checkpoints: int
-    watermark_ms: int
-    #: The global minimum checkpoint clock after the batch (``None``: none yet).
-    clock_ms: int | None
-    #: Size of each task's encoded state, by task name.
-    state_bytes: Mapping[str, int]
-
-    @classmethod
-    def from_json(cls, raw: bytes, where: str) -> ProgressRecord:
-        """The record in ``raw``, read from ``where``; ``JobDirectoryError`` naming the bad field."""
-        try:
-            record = json.loads(raw)
-        except ValueError as exc:
-            raise JobDirectoryError(f"progress file {where} is not JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise JobDirectoryError(f"progress file {where} holds {type(record).__name__}, not an object")
-        values = {}
-        for field in fields(cls):
-            if field.name not in record:
-                raise JobDirectoryError(f"progress file {where} lacks the field {field.name!r}")
-            check, kind = _FIELD_CHECKS.get(field.name, (_is_int, "an int"))
-            if not check(record[field.name]):
-                raise JobDirectoryError(
-                    f"field {field.name!r} of progress file {where} must be {kind}, got {record[field.name]!r}"
-                )
-            values[field.name] = record[field.name]
-        values["state_bytes"] = MappingProxyType(values["state_bytes"])
-        return cls(**values)
+def progress_from_json(raw: bytes, where: str) -> BatchProgress:
+    """The progress record in ``raw``, read from ``where``; ``JobDirectoryError`` naming the bad field."""
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:
+        raise JobDirectoryError(f"progress file {where} is not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise JobDirectoryError(f"progress file {where} holds {type(record).__name__}, not an object")
+    values = {}
+    for field in fields(BatchProgress):
+        if field.name not in record:
+            if field.default is not MISSING:
+                continue
+            raise JobDirectoryError(f"progress file {where} lacks the field {field.name!r}")
+        check, kind = _FIELD_CHECKS.get(field.name, (_is_int, "an int"))
+        if not check(record[field.name]):
+            raise JobDirectoryError(
+                f"field {field.name!r} of progress file {where} must be {kind}, got {record[field.name]!r}"
+            )
+        values[field.name] = record[field.name]
+    return BatchProgress(**values)
 
 
 def _is_int(value) -> bool:
@@ -138,17 +112,17 @@ _FIELD_CHECKS = {
 }
 
 
-def read_progress(directory: JobDirectory, last: int) -> list[ProgressRecord]:
+def read_progress(directory: JobDirectory, last: int) -> list[BatchProgress]:
     """The ``last`` newest progress records, oldest first."""
-    fs, path = directory.fs, directory.fs.join(directory.root, PROGRESS_DIRECTORY)
+    fs = directory.fs
     records = []
-    for name in [n for n in fs.list_names(path) if _PROGRESS_NAME.fullmatch(n)][-last:]:
-        where = fs.join(path, name)
+    for name in [n for n in fs.list_names(directory.progress) if _PROGRESS_NAME.fullmatch(n)][-last:]:
+        where = fs.join(directory.progress, name)
         try:
             raw = fs.read_bytes(where)
         except FileNotFoundError:
             continue  # the running job pruned it after the listing
-        records.append(ProgressRecord.from_json(raw, where))
+        records.append(progress_from_json(raw, where))
     return records
 
 

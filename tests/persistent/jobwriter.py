@@ -2,14 +2,14 @@
 
 ``JobWriter`` runs real key groups (``persistent.keygroup``) over micro-batches of
 messages, persists their due checkpoints with the real ``CheckpointStore``, advances
-the real ``ClockStore`` to the minimum task clock, and writes one progress file per
-batch in the layout ``persistent.jobdir`` documents. ``run_cli`` runs the command
-line in the test's process.
+the real ``ClockStore`` to the minimum task clock, and records each batch's
+``BatchProgress`` with ``JobDirectory.record_progress``, as the runtime does.
+``run_cli`` runs the command line in the test's process.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import zlib
 from collections import Counter
 
@@ -20,6 +20,7 @@ from monoids import Count, Sum
 from persistent import PersistentTask, cli
 from persistent.keygroup import MESSAGE_COLUMNS, KeyGroup
 from persistent.recovery import JobDirectory, task_name
+from persistent.runtime import BatchProgress
 from state import NonWindowState, Window, WindowState
 from state.fs import FileSystem, LocalFileSystem
 
@@ -52,14 +53,14 @@ class JobWriter:
         self.groups: dict[int, KeyGroup] = {}
         self.sent: list[tuple[str, int, int]] = []
         self.batches = 0
-        self.directory.plan()  # a fresh start, as Job.start plans it
+        self.directory.plan(groups)  # a fresh start, as Job.start plans it
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
 
     def group_of(self, key: str) -> int:
         return zlib.crc32(key.encode()) % self.group_count
 
     def batch(self, messages: list[tuple[str, int, int]], watermark_ms: int, *, finished_at_ms: int = 1_700_000_000_000,
-              seconds: float = 0.5, dead_letters: int = 0) -> dict:
+              seconds: float = 0.5, dead_letters: int = 0) -> BatchProgress:
         """One micro-batch: ``(key, timestamp_ms, value)`` messages, then the watermark; returns its progress."""
         frame = pd.DataFrame(messages, columns=list(MESSAGE_COLUMNS))
         checkpoints, applied, results = {}, 0, 0
@@ -78,24 +79,22 @@ class JobWriter:
         if task_clocks:
             record = self.directory.clock.advance(min(task_clocks.values()), task_clocks)
         self.sent.extend(messages)
-        progress = {
-            "generation": 0,
-            "batch": self.batches,
-            "finished_at_ms": finished_at_ms,
-            "seconds": seconds,
-            "rows": applied,
-            "late": 0,
-            "replayed": 0,
-            "dead_letters": dead_letters,
-            "results": results,
-            "checkpoints": len(checkpoints),
-            "watermark_ms": watermark_ms,
-            "clock_ms": record.clock_ms if record else None,
-            "state_bytes": {task_name(g): len(group.encode()) for g, group in self.groups.items()},
-        }
-        name = f"{0:06d}-{self.batches:012d}.json"
-        self.directory.fs.write_atomic(self.directory.fs.join(self.directory.root, "progress", name),
-                                       json.dumps(progress).encode())
+        progress = BatchProgress(
+            generation=0,
+            batch=self.batches,
+            rows=applied,
+            late=0,
+            replayed=0,
+            results=results,
+            checkpoints=len(checkpoints),
+            clock_ms=record.clock_ms if record else None,
+            seconds=seconds,
+            watermark_ms=watermark_ms,
+            finished_at_ms=finished_at_ms,
+            state_bytes={task_name(g): len(group.encode()) for g, group in self.groups.items()},
+            dead_letters=dead_letters,
+        )
+        self.directory.record_progress(dataclasses.asdict(progress))
         self.batches += 1
         return progress
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from persistent import cli
-from persistent.jobdir import JobDirectoryError, ProgressRecord
+from persistent.jobdir import JobDirectoryError, progress_from_json
 from persistent.recovery import RecoveryPath
 from state.checkpoint_store import CheckpointStore
 from state.fs import LocalFileSystem
@@ -76,7 +76,7 @@ def test_status_reports_batches_watermark_clocks_state_sizes_and_dead_letters(ca
     code, out, _ = run_cli(capsys, "status", counting_job.directory.root)
     assert code == 0
     lines = out.splitlines()
-    assert lines[1] == "generation     0, started fresh"
+    assert lines[1] == "generation     0, started fresh, 3 key groups"
     assert lines[2].startswith("last batch     0.2, committed 2023-11-14T22:13:22.000+00:00 (")
     assert lines[3].startswith("watermark      450 ms  1970-01-01T00:00:00.450+00:00  (")
     assert re.search(r"\(\S+ d behind wall time\)$", lines[3])
@@ -141,7 +141,7 @@ def test_a_damaged_progress_file_is_an_error_naming_the_file_and_field(capsys, c
 
 def test_a_progress_file_that_is_no_json_is_an_error_naming_it():
     with pytest.raises(JobDirectoryError, match="progress file P is not JSON"):
-        ProgressRecord.from_json(b"{", "P")
+        progress_from_json(b"{", "P")
 
 
 # -- inspect ---------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def test_rewind_prepares_recovery_path_b_from_the_checkpoints_at_t(capsys, count
     record = directory.clock.read()
     assert (record.clock_ms, dict(record.task_clocks)) == (200, dict.fromkeys(at_200, 200))
     assert all(directory.store(g).times() == [100, 200] for g in range(3))
-    plan = directory.plan()  # what the next start does
+    plan = directory.plan(3)  # what the next start does
     assert (plan.path, plan.floor_ms, plan.generation) == (RecoveryPath.FROM_CLOCK, 200, 1)
     assert {f"group-{g:05d}": data for g, data in plan.restored.items()} == at_200
 

@@ -260,5 +260,5 @@ def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, job_on_hdfs):
     assert code == 0 and f"rewound the clock of {uri} from 400 ms to 100 ms" in out
     assert not os.path.exists(directory.spark)
     assert [directory.store(g).times() for g in range(3)] == [[100]] * 3
-    plan = directory.plan()
+    plan = directory.plan(3)
     assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, at_100)

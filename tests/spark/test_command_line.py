@@ -12,10 +12,10 @@ import pytest
 from persistent import cli
 from persistent.recovery import JobDirectory
 from state.fs import LocalFileSystem
+from tests.spark.conftest import EXAMPLES
 
 pytestmark = pytest.mark.spark
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
 PERSISTENT = os.path.join(os.path.dirname(sys.executable), "persistent")
 
 
@@ -43,9 +43,12 @@ def test_status_and_inspect_read_the_directory_of_a_job_that_ran(spark, tmp_path
     clock_ms = JobDirectory(LocalFileSystem(), checkpoint).clock.read().clock_ms
     assert clock_ms > 0
 
-    assert cli.main(["status", checkpoint]) == 0
+    assert cli.main(["status", checkpoint, "--batches", "100"]) == 0
     out = capsys.readouterr().out
-    assert f"clock          {clock_ms} ms" in out and "  group-00000" in out and "  group-00001" in out
+    assert "generation     0, started fresh, 2 key groups" in out
+    assert f"throughput     {total:,} rows in" in out and "last batch     0." in out and "watermark      " in out
+    assert f"clock          {clock_ms} ms" in out
+    assert all(f"  group-0000{g}  " in out and "state " in out for g in range(2))
 
     assert cli.main(["inspect", checkpoint]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
