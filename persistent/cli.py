@@ -19,6 +19,7 @@ import importlib
 import os
 import sys
 import time
+from typing import NoReturn
 
 from persistent.environment import EnvironmentProblem, check_java
 from persistent.jobdir import (
@@ -33,6 +34,7 @@ from persistent.jobdir import (
 from persistent.recovery import JobDirectory
 from persistent.runtime import BatchProgress
 from persistent.session import DEFAULTS_FILE, LOGGING_FILE
+from state.checkpoint_store import describe_times
 from state.clock_store import ClockRecord
 from state.errors import StateError
 
@@ -175,24 +177,23 @@ def _inspect(args: argparse.Namespace) -> int:
         _import(module)
     directory = open_job(args.checkpoint_dir)
     at_ms = args.at if args.at is not None else _current_clock(directory)
-    if args.task:
-        if args.task not in task_names(directory):
-            raise JobDirectoryError(
-                f"{directory.root} has no task {args.task!r} (tasks: {', '.join(task_names(directory)) or 'none'})"
-            )
-        tasks = [args.task]
-    else:
-        held = times_held(directory, task_names(directory))
-        tasks = [task for task, times in held.items() if at_ms in times]
-        if not tasks:
-            raise JobDirectoryError(f"no task of {directory.root} has a checkpoint at {at_ms} ms")
-        missing = sorted(set(held) - set(tasks))
-        if missing:
-            print(
-                f"note: {len(missing)} task(s) have no checkpoint at {at_ms} ms and are not shown: "
-                + ", ".join(missing),
-                file=sys.stderr,
-            )
+    names = task_names(directory)
+    if args.task and args.task not in names:
+        raise JobDirectoryError(f"{directory.root} has no task {args.task!r} (tasks: {', '.join(names) or 'none'})")
+    held = times_held(directory, [args.task] if args.task else names)
+    tasks = [task for task, times in held.items() if at_ms in times]
+    if args.task and not tasks:
+        raise JobDirectoryError(
+            f"task {args.task} has no checkpoint at {at_ms} ms (it holds {describe_times(held[args.task])})"
+        )
+    if not tasks:
+        raise JobDirectoryError(f"no task of {directory.root} has a checkpoint at {at_ms} ms")
+    missing = sorted(set(held) - set(tasks))
+    if missing:
+        print(
+            f"note: {len(missing)} task(s) have no checkpoint at {at_ms} ms and are not shown: " + ", ".join(missing),
+            file=sys.stderr,
+        )
     windowed = None
     for row in read_state(directory, at_ms, tasks):
         if args.key is not None and str(row.key) != args.key:
@@ -275,7 +276,7 @@ def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return [spark_submit, *defaults, *options, app, *app_args], environment
 
 
-def _run(args: list[str]) -> int:
+def _run(args: list[str]) -> NoReturn:
     command, environment = submit_command(args)
     check_java()
     os.execve(command[0], command, environment)

@@ -214,7 +214,7 @@ def test_inspect_at_a_time_some_tasks_lack_shows_the_others_and_notes_them(capsy
 
 def test_inspect_of_one_task_without_that_checkpoint_names_the_times_it_has(capsys, counting_job):
     code, _, err = run_cli(capsys, "inspect", counting_job.directory.root, "--at", 300, "--task", "group-00001")
-    assert code == 1 and "no checkpoint at 300 ms" in err and "held: 100, 200, 400 ms" in err
+    assert code == 1 and "task group-00001 has no checkpoint at 300 ms (it holds 100, 200, 400 ms)" in err
 
 
 def test_inspect_of_an_unknown_task_lists_the_tasks(capsys, counting_job):
