@@ -32,7 +32,7 @@ import pandas as pd
 from persistent.faults import crash_point
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
-from persistent.recovery import JobDirectory, Recovery, task_name
+from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_name
 from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
 from persistent.task import PersistentTask
@@ -111,6 +111,8 @@ class Job:
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
         recovery = directory.plan(self.key_groups)
         print(f"[persistent] {recovery.describe()}", file=sys.stderr)
+        if recovery.path is RecoveryPath.FRESH:
+            self.sink.check_fresh_start(spark)
         messages = self.source.stream(spark, recovery.floor_ms)
         if self.prepare is not None:
             messages = self.prepare(messages)

@@ -47,6 +47,10 @@ class Sink(ABC):
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         """Writes one micro-batch of results (a Spark DataFrame)."""
 
+    def check_fresh_start(self, spark) -> None:
+        """Called before a job starts with no checkpoint: raises ``ValueError`` when the
+        sink holds batches of an earlier run, whose batch ids this run would reuse."""
+
 
 class TransactionalSink(Sink):
     """Upserts results into ``table`` of a SQL database, keyed by key (and window start
@@ -89,10 +93,7 @@ class TransactionalSink(Sink):
         frame = frame[result_columns(windowed)].drop_duplicates(keyed, keep="last").astype(object)
         rows = list(frame.itertuples(index=False, name=None))
         with self._transaction() as db:
-            db.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.MARKERS} (sink TEXT, generation {self.TYPES['i']}, "
-                f"batch {self.TYPES['i']}, PRIMARY KEY (sink, generation, batch))"
-            )
+            self._create_markers(db)
             db.execute(
                 f"INSERT INTO {self.MARKERS} (sink, generation, batch) VALUES ({self._placeholders(3)}) "
                 "ON CONFLICT DO NOTHING",
@@ -103,6 +104,24 @@ class TransactionalSink(Sink):
                 db.execute(self._create(windowed, *types))
                 self._upsert(db, rows, windowed)
             crash_point("sink")
+
+    def check_fresh_start(self, spark) -> None:
+        with self._transaction() as db:
+            self._create_markers(db)
+            db.execute(f"SELECT 1 FROM {self.MARKERS} WHERE sink = {self.PLACEHOLDER} LIMIT 1", (self.table,))
+            if db.fetchone():
+                raise ValueError(
+                    f"{self.DATABASE} sink {self.database}: table {self.table} holds results of an earlier run "
+                    f"(rows with sink = '{self.table}' in {self.MARKERS}), and this job starts without a "
+                    f"checkpoint, so its batch ids would be taken for replays and skipped: drop table "
+                    f"{self.table} and delete those rows, or write to another table"
+                )
+
+    def _create_markers(self, db) -> None:
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.MARKERS} (sink TEXT, generation {self.TYPES['i']}, "
+            f"batch {self.TYPES['i']}, PRIMARY KEY (sink, generation, batch))"
+        )
 
     def _upsert(self, db, rows: list[tuple], windowed: bool) -> None:
         values = f"VALUES ({self._placeholders(len(self._names(windowed)))})"
@@ -167,6 +186,15 @@ class ParquetSink(Sink):
     def __init__(self, directory: str, key_column: str = "key", value_column: str = "value"):
         self.directory = directory.rstrip("/")
         self.key_column, self.value_column = key_column, value_column
+
+    def check_fresh_start(self, spark) -> None:
+        from persistent.hadoop_fs import HadoopFileSystem
+
+        if HadoopFileSystem(spark, self.directory).list_names(self.directory):
+            raise ValueError(
+                f"Parquet sink: {self.directory} holds results of an earlier run, and this job starts "
+                f"without a checkpoint, so its batches would mix with them: empty it or write to another directory"
+            )
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
