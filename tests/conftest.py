@@ -1,13 +1,20 @@
-"""Real PostgreSQL and Redis servers for the integration tests, each on a free loopback
-port in a temporary directory, started once per run.
+"""Real PostgreSQL and Redis servers for the integration tests, and file systems that
+fail on purpose for the storage-fault tests.
 
-Debian's ``postgresql`` and ``redis-server`` packages provide them (``.ci/run``
+The servers run each on a free loopback port in a temporary directory, started once
+per run. Debian's ``postgresql`` and ``redis-server`` packages provide them (``.ci/run``
 installs them when missing); where a server cannot be found or started, its tests are
 skipped with the reason.
+
+The file systems are a small tmpfs to fill up and read-only views of directories
+(``mounts``). Mounting needs root (``CAP_SYS_ADMIN``). Without it a test that asks
+for a tmpfs is skipped with the reason; a read-only directory then falls back to
+permission bits, which bind a user other than root.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import pwd
@@ -17,6 +24,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -121,3 +129,88 @@ def redis_url(redis_server):
 
     redis.Redis.from_url(redis_server).flushall()
     return redis_server
+
+
+class Mounts:
+    """Mounts made during one test; ``undo_all`` unmounts them, newest first."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[str, Callable[[str], None]]] = []
+
+    def tmpfs(self, path: str, size: str = "64k") -> str:
+        """Mounts an empty tmpfs of ``size`` at directory ``path`` (created); returns ``path``."""
+        os.makedirs(path, exist_ok=True)
+        self._mount(path, ["-t", "tmpfs", "-o", f"size={size}", "tmpfs", path])
+        self._undo.append((path, self._unmount))
+        return path
+
+    def fill(self, directory: str) -> str:
+        """Writes one file of zeros into ``directory`` until its file system is full; returns its path."""
+        filler = os.path.join(directory, "filler")
+        with open(filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(bytes(4096))
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+        return filler
+
+    def read_only(self, path: str) -> None:
+        """Makes the directory tree ``path`` refuse writes until ``writable(path)``."""
+        if os.geteuid() != 0:  # permission bits bind everyone but root
+            modes = {directory: os.stat(directory).st_mode for directory, _, _ in os.walk(path)}
+
+            def restore(_: str) -> None:
+                for directory, mode in modes.items():
+                    os.chmod(directory, mode)
+
+            for directory in modes:
+                os.chmod(directory, 0o555)
+            self._undo.append((path, restore))
+            return
+        self._mount(path, ["--bind", path, path])
+        self._undo.append((path, self._unmount))
+        self._mount(path, ["-o", "remount,bind,ro", path])
+
+    def writable(self, path: str) -> None:
+        """Undoes ``read_only(path)``: the directory and what it held are writable again."""
+        index = max(i for i, (mounted, _) in enumerate(self._undo) if mounted == path)
+        self._undo.pop(index)[1](path)
+
+    def undo_all(self) -> None:
+        failures = []
+        while self._undo:
+            path, undo = self._undo.pop()
+            try:
+                undo(path)
+            except AssertionError as exc:
+                failures.append(str(exc))
+        assert not failures, "; ".join(failures)
+
+    @staticmethod
+    def _mount(path: str, arguments: list[str]) -> None:
+        done = subprocess.run(["mount", *arguments], capture_output=True, text=True)
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or ["mount failed"])[0]
+            pytest.skip(
+                f"cannot mount at {path} ({reason}): storage-fault tests need root with "
+                f"CAP_SYS_ADMIN to mount a small or read-only file system"
+            )
+
+    @staticmethod
+    def _unmount(path: str) -> None:
+        done = subprocess.run(["umount", path], capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["umount", "--lazy", path], check=True)
+            raise AssertionError(
+                f"{path} was still in use after the test ({done.stderr.strip()}): a file left open?"
+            )
+
+
+@pytest.fixture
+def mounts():
+    """Mount file systems for one test; all are unmounted afterwards."""
+    made = Mounts()
+    yield made
+    made.undo_all()
