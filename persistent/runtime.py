@@ -37,6 +37,7 @@ from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
 from persistent.task import PersistentTask
 from state.checkpoint_manager import boundary_after
+from state.errors import StorageError
 from state.persistent_state import WindowState
 
 __all__ = ["Job", "RunningJob", "BatchProgress"]
@@ -217,6 +218,17 @@ class _Committer:
         self.job, self.directory, self.recovery = job, directory, recovery
 
     def __call__(self, frame, batch_id: int) -> None:
+        try:
+            self._commit(frame, batch_id)
+        except StorageError as exc:
+            exc.add_note(
+                f"micro-batch {self.recovery.generation}.{batch_id} of {self.directory.root} is not "
+                f"committed; the clock names durable checkpoints only. Once the storage is fixed, start "
+                f"the job again on the same checkpoint directory: it replays this micro-batch (path A)."
+            )
+            raise
+
+    def _commit(self, frame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
