@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.bench-stamp
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
-.PHONY: demo test bench check-env clean
+.PHONY: demo test bench docs check-env clean
 
 check-env:
 	@$(PYTHON) persistent/environment.py
@@ -35,6 +35,10 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/python persistent/environment.py --dependencies
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# Redraws the documentation's picture (docs/timeline.svg) from docs/diagrams.py.
+docs: $(STAMP)
+	$(VENV)/bin/python docs/diagrams.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -30,20 +30,22 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
     p.add_argument("--output", required=True, help="sqlite:///PATH, a Parquet directory, or console")
-    p.add_argument("--input", help="JSON-lines directory with key and timestamp fields (default: the generator)")
+    p.add_argument("--input", help="directory of files with key and timestamp fields (default: the generator)")
+    p.add_argument("--input-format", choices=["jsonl", "parquet"], default="jsonl", help="format of --input files")
     p.add_argument("--keys", type=int, default=100, help="generator: number of keys")
     p.add_argument("--total", type=int, default=100_000, help="generator: number of messages")
     p.add_argument("--rows-per-batch", type=int, default=20_000, help="generator: messages per micro-batch")
     p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
+    p.add_argument("--watermark-delay-ms", type=int, default=0, help="how late (event-time ms) a message may be")
     p.add_argument("--key-groups", type=int, default=16, help="number of key groups (tasks)")
     return p
 
 
 def build_job(args) -> Job:
     if args.input:
-        source = FilesSource(args.input, "jsonl")
+        source = FilesSource(args.input, args.input_format)
     else:
         source = GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch)
     return Job(
@@ -52,6 +54,7 @@ def build_job(args) -> Job:
         sink=sink_from_uri(args.output, table="counts", key_column="key", value_column="count"),
         checkpoint_dir=args.checkpoint,
         checkpoint_interval_ms=args.interval_ms,
+        watermark_delay_ms=args.watermark_delay_ms,
         key_groups=args.key_groups,
     )
 

@@ -6,12 +6,15 @@
     DIR/checkpoints/<task>/    each key group's checkpoints, one file per checkpoint time
     DIR/clock/                 the global minimum checkpoint clock and per-task clocks
     DIR/generation             which Spark checkpoint generation runs, and its restore point
+    DIR/progress/              one JSON record per committed micro-batch (the newest 100)
 
 A job starts in one of three ways:
 
-- **fresh**: no clock yet; everything starts empty.
+- **fresh**: no clock and no checkpoints yet; everything starts empty. Checkpoints
+  without a clock (the clock lost) are an error, not a fresh start.
 - **path A**: ``spark/`` holds a query: Spark restores its own state and replays the
-  unfinished micro-batch; the framework continues its generation.
+  unfinished micro-batch; the framework continues its generation. The clock must be
+  readable, since every micro-batch advances it.
 - **path B**: ``spark/`` is gone (lost, or a new version of the job) but the clock
   names time ``T``: every task is restored from its checkpoint at exactly ``T``, the
   sources start at ``T``, and messages before ``T`` are dropped (they are inside the
@@ -25,11 +28,14 @@ import json
 from dataclasses import dataclass, field
 
 from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockRecord, ClockStore
-from state.errors import CorruptCheckpointError
+from state.clock_store import ClockRecord, ClockStore, verify_clock
+from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import FileSystem
 
-__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index"]
+__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index", "PROGRESS_KEPT"]
+
+#: How many micro-batch progress records a job directory keeps.
+PROGRESS_KEPT = 100
 
 
 def task_name(group: int) -> str:
@@ -84,45 +90,125 @@ class JobDirectory:
         self.checkpoints = fs.join(self.root, "checkpoints")
         self.clock = ClockStore(fs, fs.join(self.root, "clock"))
         self._generation = fs.join(self.root, "generation")
+        self.progress = fs.join(self.root, "progress")
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
         return CheckpointStore(self.fs, self.checkpoints, task_name(group))
 
-    def _read_generation(self) -> tuple[int, int] | None:
+    def record_progress(self, record: dict) -> None:
+        """Writes one micro-batch's progress record and keeps the newest ``PROGRESS_KEPT``."""
+        name = f"{record['generation']:06d}-{record['batch']:012d}.json"
+        self.fs.write_atomic(self.fs.join(self.progress, name), json.dumps(record, sort_keys=True).encode())
+        for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
+            self.fs.delete(self.fs.join(self.progress, old))
+
+    def read_generation(self) -> dict | None:
+        """The current start's ``generation``, ``floor_ms`` and ``key_groups`` (``None`` if
+        unrecorded), or ``None`` before the first start."""
         try:
             raw = self.fs.read_bytes(self._generation)
         except FileNotFoundError:
             return None
         try:
             record = json.loads(raw)
-            return int(record["generation"]), int(record["floor_ms"])
+            return {"generation": int(record["generation"]), "floor_ms": int(record["floor_ms"]),
+                    "key_groups": record.get("key_groups")}
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCheckpointError(
                 f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
             ) from exc
 
-    def _write_generation(self, generation: int, floor_ms: int) -> None:
-        record = {"generation": generation, "floor_ms": floor_ms}
+    def _write_generation(self, generation: int, floor_ms: int, key_groups: int) -> None:
+        record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups}
         self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
 
-    def plan(self) -> Recovery:
-        """Chooses the recovery path and, for path B, restores every task's checkpoint."""
-        current = self._read_generation()
-        if self.fs.list_names(self.fs.join(self.spark, "offsets")):
-            generation, floor_ms = current or (0, 0)
+    def plan(self, key_groups: int) -> Recovery:
+        """Chooses the recovery path and, for path B, restores every task's checkpoint.
+
+        ``key_groups`` must be the number the directory was written with: keys hash to
+        groups by it, so another number would put a key's messages beside another
+        group's state.
+        """
+        current = self.read_generation()
+        if current and current["key_groups"] not in (None, key_groups):
+            raise ValueError(
+                f"{self.root} was written with key_groups={current['key_groups']}, this job has "
+                f"key_groups={key_groups}: run it with key_groups={current['key_groups']}, or start "
+                f"a new checkpoint directory"
+            )
+        same_checkpoint = bool(self.fs.list_names(self.fs.join(self.spark, "offsets")))
+        # Path A needs a readable clock as well: every micro-batch advances it.
+        record, restored = self._read_clock(restore=not same_checkpoint)
+        if same_checkpoint:
+            generation, floor_ms = (current["generation"], current["floor_ms"]) if current else (0, 0)
+            self._write_generation(generation, floor_ms, key_groups)
             return Recovery(RecoveryPath.SAME_CHECKPOINT, generation, floor_ms)
-        record = self.clock.read()
         if record is None:
+            self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
-            self._write_generation(0, 0)
+            self._write_generation(0, 0, key_groups)
             return Recovery(RecoveryPath.FRESH, 0, 0)
-        restored = self._restore(record)
-        generation = (current[0] + 1) if current else 1
+        generation = (current["generation"] + 1) if current else 1
         self.fs.delete(self.spark)
-        self._write_generation(generation, record.clock_ms)
+        self._write_generation(generation, record.clock_ms, key_groups)
         return Recovery(RecoveryPath.FROM_CLOCK, generation, record.clock_ms, restored)
 
-    def _restore(self, record: ClockRecord) -> dict[int, bytes]:
-        # recover() raises for a missing or torn checkpoint: never an empty state.
-        return {task_index(task): self.store(task_index(task)).recover(record.clock_ms) for task in record.task_clocks}
+    def _refuse_checkpoints_without_clock(self) -> None:
+        # Starting empty beside checkpoints would silently drop the state they hold.
+        held = {}
+        for task in self.fs.list_names(self.checkpoints):
+            times = CheckpointStore(self.fs, self.checkpoints, task).times()
+            if times:
+                held[task] = set(times)
+        if not held:
+            return
+        common = set.intersection(*held.values())
+        if common:
+            newest = max(common)
+            remedy = (
+                f"the newest time every task holds is {newest} ms: to restart there, set the clock with "
+                f"ClockStore.advance({newest}, {{task: {newest} for each task directory in {self.checkpoints}}})"
+            )
+        else:
+            remedy = "no time is held by every task"
+        raise ClockError(
+            f"{self.clock.path} is missing but {self.checkpoints} holds checkpoints of {len(held)} task(s); "
+            f"{remedy}; or delete {self.checkpoints} to start with empty state"
+        )
+
+    def _read_clock(self, restore: bool) -> tuple[ClockRecord | None, dict[int, bytes]]:
+        """The clock and, if ``restore``, every task's checkpoint at it, by key group.
+
+        A damaged clock or checkpoint raises (never an empty state), with a note naming
+        the command that restarts from the newest intact clock in the history.
+        """
+        try:
+            record = self.clock.read()
+            if not (restore and record):
+                return record, {}
+            groups = map(task_index, record.task_clocks)
+            return record, {group: self.store(group).recover(record.clock_ms) for group in groups}
+        except (ClockError, CorruptCheckpointError, MissingCheckpointError) as exc:
+            exc.add_note(self._rewind_advice())
+            raise
+
+    def _rewind_advice(self) -> str:
+        try:
+            past = self.clock.history()
+        except ClockError as exc:
+            return f"The clock's history cannot be read either: {exc}"
+        for record in reversed(past):
+            try:
+                verify_clock(record, lambda task: CheckpointStore(self.fs, self.checkpoints, task))
+            except (CorruptCheckpointError, MissingCheckpointError):
+                continue
+            return (
+                f"The newest clock in the history whose checkpoints are all intact is {record.clock_ms} ms: "
+                f"stop the job, run `persistent rewind {self.root} --to {record.clock_ms}`, then start it "
+                f"again (recovery path B)."
+            )
+        return (
+            f"No clock in the history ({self.clock.history_directory}) has intact checkpoints of every "
+            f"task: start the job on a new checkpoint directory."
+        )

@@ -21,6 +21,7 @@ See ``persistent.recovery`` for the restart paths A and B.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -29,13 +30,15 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from persistent.faults import crash_point
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
-from persistent.recovery import JobDirectory, Recovery, task_name
+from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_name
 from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
 from persistent.task import PersistentTask
 from state.checkpoint_manager import boundary_after
+from state.errors import StorageError
 from state.persistent_state import WindowState
 
 __all__ = ["Job", "RunningJob", "BatchProgress"]
@@ -58,6 +61,11 @@ class BatchProgress:
     checkpoints: int
     clock_ms: int | None
     seconds: float
+    watermark_ms: int
+    finished_at_ms: int
+    #: Encoded state size per task (key group) that ran in this batch.
+    state_bytes: dict[str, int]
+    dead_letters: int = 0
 
     def line(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
@@ -109,8 +117,10 @@ class Job:
         """Plans recovery, builds the query and starts it."""
         _ship_by_value(type(self.task))
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
-        recovery = directory.plan()
+        recovery = directory.plan(self.key_groups)
         print(f"[persistent] {recovery.describe()}", file=sys.stderr)
+        if recovery.path is RecoveryPath.FRESH:
+            self.sink.check_fresh_start(spark)
         messages = self.source.stream(spark, recovery.floor_ms)
         if self.prepare is not None:
             messages = self.prepare(messages)
@@ -138,7 +148,7 @@ class Job:
         value_type = _NUMPY_TO_SPARK.get(value_dtype.kind, "string")
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "data binary, applied bigint, late bigint, replayed bigint"
+            "data binary, applied bigint, late bigint, replayed bigint, watermark_ms bigint, state_bytes bigint"
         )
         grouped = (
             messages.select("key", F.col("timestamp").cast("bigint").alias("timestamp"), "value")
@@ -184,7 +194,9 @@ def _group_function(
             applied, replayed, late = applied + a, replayed + r, late + lt
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
-        state.update((group.encode(),))
+        encoded = group.encode()
+        state.update((encoded,))
+        crash_point("group")
         # Wake this group when the watermark passes its next boundary, even with no input.
         state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
         n = len(results)
@@ -201,6 +213,8 @@ def _group_function(
                 "applied": [0] * n + [applied],
                 "late": [0] * n + [late],
                 "replayed": [0] * n + [replayed],
+                "watermark_ms": [0] * n + [watermark_ms],
+                "state_bytes": [0] * n + [len(encoded)],
             }
         )
         yield out
@@ -215,6 +229,17 @@ class _Committer:
         self.job, self.directory, self.recovery = job, directory, recovery
 
     def __call__(self, frame, batch_id: int) -> None:
+        try:
+            self._commit(frame, batch_id)
+        except StorageError as exc:
+            exc.add_note(
+                f"micro-batch {self.recovery.generation}.{batch_id} of {self.directory.root} is not "
+                f"committed; the clock names durable checkpoints only. Once the storage is fixed, start "
+                f"the job again on the same checkpoint directory: it replays this micro-batch (path A)."
+            )
+            raise
+
+    def _commit(self, frame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
@@ -223,35 +248,46 @@ class _Committer:
             results = frame.where(F.col("kind") == "result").select(
                 "key", F.col("time_ms").alias("window_start"), "window_end", "value"
             )
+            n_results = results.count()  # the first action computes the micro-batch, into the cache
+            crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
             self.job.sink.write(results, batch, self.job.windowed)
             groups = frame.where(F.col("kind") == "group").select(
-                "grp", "time_ms", "data", "applied", "late", "replayed"
+                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes"
             ).collect()
-            n_results = frame.where(F.col("kind") == "result").count()
         finally:
             frame.unpersist()
         due = [row for row in groups if row.time_ms >= 0]
         checkpoints = {row.grp: row.time_ms for row in due}
         if due:
             with ThreadPoolExecutor(min(len(due), _CHECKPOINT_WRITERS)) as writers:
-                # list() waits for every write and raises the first failure: no clock without them.
-                list(writers.map(lambda row: self.directory.store(row.grp).persist(row.time_ms, bytes(row.data)), due))
+                # Waits for every write and raises the first failure: no clock without them.
+                for _ in writers.map(lambda row: self.directory.store(row.grp).persist(row.time_ms, bytes(row.data)), due):
+                    crash_point("checkpoints")
+        crash_point("clock")
         clock_ms = self._advance_clock(checkpoints) if self.job.checkpoints else None
+        if checkpoints:
+            # Keep what the clock's history may still rewind to, drop the rest.
+            oldest_ms = self.directory.clock.history()[0].clock_ms
+            for grp in checkpoints:
+                self.directory.store(grp).retain(oldest_ms)
+        progress = BatchProgress(
+            generation=batch.generation,
+            batch=batch_id,
+            rows=sum(r.applied for r in groups),
+            late=sum(r.late for r in groups),
+            replayed=sum(r.replayed for r in groups),
+            results=n_results,
+            checkpoints=len(checkpoints),
+            clock_ms=clock_ms,
+            seconds=time.monotonic() - started,
+            watermark_ms=max((r.watermark_ms for r in groups), default=0),
+            finished_at_ms=int(time.time() * 1000),
+            state_bytes={task_name(r.grp): r.state_bytes for r in groups},
+        )
+        self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:
-            self.job.on_progress(
-                BatchProgress(
-                    generation=batch.generation,
-                    batch=batch_id,
-                    rows=sum(r.applied for r in groups),
-                    late=sum(r.late for r in groups),
-                    replayed=sum(r.replayed for r in groups),
-                    results=n_results,
-                    checkpoints=len(checkpoints),
-                    clock_ms=clock_ms,
-                    seconds=time.monotonic() - started,
-                )
-            )
+            self.job.on_progress(progress)
 
     def _advance_clock(self, checkpoints: dict[int, int]) -> int | None:
         clock = self.directory.clock

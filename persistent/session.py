@@ -1,4 +1,5 @@
-"""A SparkSession with the project's defaults (``conf/spark-defaults.conf``)."""
+"""A SparkSession with the project's defaults (``conf/spark-defaults.conf``), and where
+``conf/`` is."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ from pathlib import Path
 
 from persistent.environment import check_java
 
-__all__ = ["spark_session", "DEFAULTS_FILE"]
+__all__ = ["spark_session", "CONF_DIR", "DEFAULTS_FILE", "LOGGING_FILE"]
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+#: The project's configuration directory, beside the packages.
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+#: Spark properties for every job.
+DEFAULTS_FILE = CONF_DIR / "spark-defaults.conf"
+#: The driver's log4j2 configuration for ``persistent run``: warnings and errors only.
+LOGGING_FILE = CONF_DIR / "log4j2.properties"
 
 
 def _defaults() -> dict[str, str]:
@@ -24,6 +30,15 @@ def _defaults() -> dict[str, str]:
     return settings
 
 
+def _submitted_settings() -> set[str]:
+    """Keys that spark-submit set (it passes them to the driver as system properties)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf
+
+    return {key for key, _ in SparkConf().getAll()}
+
+
 def spark_session(app_name: str, master: str | None = None, **settings: str):
     """A SparkSession for a job; ``master`` defaults to ``$PERSISTENT_MASTER`` or
     ``local[2]``, unless the job runs under spark-submit, which sets its own.
@@ -35,7 +50,10 @@ def spark_session(app_name: str, master: str | None = None, **settings: str):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in {**_defaults(), **settings}.items():
+    # spark-submit's --conf and --properties-file come first; the defaults only fill gaps.
+    submitted = _submitted_settings()
+    defaults = {key: value for key, value in _defaults().items() if key not in submitted}
+    for key, value in {**defaults, **settings}.items():
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)

@@ -9,10 +9,10 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
 - ``generator``: message ``i`` (from 0) has key ``k{i % keys}``, value ``i`` and event
   time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows the
   sequence).
-- ``files``: a directory of text or JSON-lines files, read in name order (new files
-  must sort after the ones already read). Line ``n`` (from 0) of the ``f``-th text
-  file has event time ``f * FILE_SPAN_MS + n + 1``; JSON lines carry their time in a
-  field.
+- ``files``: a directory of text, JSON-lines or Parquet files, read in name order
+  (new files must sort after the ones already read). Line ``n`` (from 0) of the
+  ``f``-th text file has event time ``f * FILE_SPAN_MS + n + 1``; JSON lines and
+  Parquet rows carry their time in a field.
 
 Event times start at 1 ms, not 0: Spark treats a row whose event time equals the
 watermark as late, and the watermark starts at 0.
@@ -39,6 +39,10 @@ __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
 #: Event-time span of one text file: line n of file f is at f * FILE_SPAN_MS + n + 1.
 FILE_SPAN_MS = 1_000_000
 
+_MESSAGE_COLUMNS = ["key", "timestamp", "value"]
+#: Rows per Arrow record batch a reader yields.
+_ARROW_BATCH_ROWS = 65_536
+
 
 class Source(ABC):
     """A time-replayable source of messages."""
@@ -59,8 +63,12 @@ class Source(ABC):
 
     def stream(self, spark, start_ms: int = 0):
         """The streaming DataFrame of messages from event time ``start_ms`` on."""
-        spark.dataSource.register(_FORMATS[self.format])
+        spark.dataSource.register(self.data_source())
         return spark.readStream.format(self.format).options(**self.options(start_ms)).load()
+
+    def data_source(self) -> type[DataSource]:
+        """The Python data source that reads this source."""
+        return _FORMATS[self.format]
 
 
 # -- generator ----------------------------------------------------------------------
@@ -138,9 +146,15 @@ class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [_Range(start["index"], end["index"])]
 
     def read(self, partition: _Range):
-        keys, step = self.keys, self.step_ms
-        for i in range(partition.start, partition.end):
-            yield (f"k{i % keys}", (i + 1) * step, i)
+        import numpy as np
+        import pyarrow as pa
+
+        names = pa.array([f"k{k}" for k in range(self.keys)])
+        for low in range(partition.start, partition.end, _ARROW_BATCH_ROWS):
+            index = np.arange(low, min(low + _ARROW_BATCH_ROWS, partition.end), dtype=np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [names.take(index % self.keys), (index + 1) * self.step_ms, index], names=_MESSAGE_COLUMNS
+            )
 
     def commit(self, end: dict) -> None:
         pass
@@ -163,10 +177,10 @@ class _GeneratorDataSource(DataSource):
 
 @dataclass(frozen=True)
 class FilesSource(Source):
-    """Text or JSON-lines files in ``directory``; see the module docstring.
+    """Text, JSON-lines or Parquet files in ``directory``; see the module docstring.
 
-    For JSON lines, ``timestamp_field`` holds the event time (ms), ``key_field`` the
-    key, and the whole line is the value.
+    For JSON lines and Parquet, ``timestamp_field`` holds the event time (ms, or a
+    Parquet timestamp), ``key_field`` the key, and the whole record (as JSON) is the value.
     """
 
     directory: str
@@ -179,8 +193,10 @@ class FilesSource(Source):
     format = "persistent_files"
 
     def __post_init__(self):
-        if self.file_format not in ("text", "jsonl"):
-            raise ValueError(f"files source: file_format must be 'text' or 'jsonl', got {self.file_format!r}")
+        if self.file_format not in ("text", "jsonl", "parquet"):
+            raise ValueError(
+                f"files source: file_format must be 'text', 'jsonl' or 'parquet', got {self.file_format!r}"
+            )
         if self.max_files_per_batch <= 0:
             raise ValueError(f"files source: max_files_per_batch must be > 0, got {self.max_files_per_batch}")
 
@@ -239,32 +255,70 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ]
 
     def read(self, partition: _Files):
-        if self.options["file_format"] == "text":
-            for offset, path in enumerate(partition.paths):
-                base = (partition.first_index + offset) * FILE_SPAN_MS
-                with open(path, encoding="utf-8") as lines:
-                    for number, line in enumerate(lines):
-                        if number >= FILE_SPAN_MS - 1:
-                            raise ValueError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
-                        yield (path, base + number + 1, line.rstrip("\n"))
-            return
-        time_field, key_field = self.options["timestamp_field"], self.options["key_field"]
-        for path in partition.paths:
-            with open(path, encoding="utf-8") as lines:
-                for number, line in enumerate(lines, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                        timestamp = int(record[time_field])
-                    except (ValueError, KeyError, TypeError) as exc:
-                        raise ValueError(
-                            f"files source: {path} line {number}: no integer field {time_field!r} ({exc})"
-                        ) from None
-                    yield (str(record.get(key_field, "")), timestamp, line.rstrip("\n"))
+        file_format = self.options["file_format"]
+        key_field, time_field = self.options["key_field"], self.options["timestamp_field"]
+        for offset, path in enumerate(partition.paths):
+            if file_format == "text":
+                yield from _text_messages(path, (partition.first_index + offset) * FILE_SPAN_MS)
+            elif file_format == "jsonl":
+                yield from _jsonl_messages(path, key_field, time_field)
+            else:
+                yield from _parquet_messages(path, key_field, time_field)
 
     def commit(self, end: dict) -> None:
         pass
+
+
+def _text_messages(path: str, base_ms: int):
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines):
+            if number >= FILE_SPAN_MS - 1:
+                raise ValueError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
+            yield (path, base_ms + number + 1, line.rstrip("\n"))
+
+
+def _jsonl_messages(path: str, key_field: str, time_field: str):
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                timestamp = int(record[time_field])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"files source: {path} line {number}: no integer field {time_field!r} ({exc})") from None
+            yield (str(record.get(key_field, "")), timestamp, line.rstrip("\n"))
+
+
+def _parquet_messages(path: str, key_field: str, time_field: str):
+    """One Arrow batch per row group: the key and time columns, and each row as JSON."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    names = parquet.schema_arrow.names
+    for field in (key_field, time_field):
+        if field not in names:
+            raise ValueError(f"files source: {path} has no column {field!r} (columns: {', '.join(names)})")
+    time_type = parquet.schema_arrow.field(time_field).type
+    if not (pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type)):
+        raise ValueError(f"files source: {path} column {time_field!r} is {time_type}, not an integer (ms) or timestamp")
+    rows_before = 0
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group)
+        times = table[time_field]
+        if pa.types.is_timestamp(time_type):
+            times = times.cast(pa.timestamp("ms")).cast(pa.int64())
+        if times.null_count:
+            row = rows_before + times.is_null().to_pandas().idxmax()
+            raise ValueError(f"files source: {path} row {row}: column {time_field!r} is null")
+        records = table.to_pandas().to_json(orient="records", lines=True).splitlines()
+        yield pa.RecordBatch.from_arrays(
+            [table[key_field].cast(pa.string()).combine_chunks(), times.cast(pa.int64()).combine_chunks(),
+             pa.array(records, pa.string())],
+            names=_MESSAGE_COLUMNS,
+        )
+        rows_before += table.num_rows
 
 
 class _FilesDataSource(DataSource):

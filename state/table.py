@@ -24,17 +24,22 @@ are pruned at each checkpoint, so memory stays bounded.
 Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
 the results they would change are already published.
+
+The encoding (format 2) also names the monoid (``Monoid.identity()``), the window
+and the checkpoint interval, so ``KeyedTable.read`` decodes a checkpoint without the
+task that wrote it. ``decode`` still reads format 1, which named none of them.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from monoids.base import Monoid, MonoidError
+from monoids.base import Monoid, MonoidError, from_identity
 from state import codec
 from state.checkpoint_manager import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
@@ -47,7 +52,9 @@ __all__ = ["KeyedTable", "COMMITTED", "WindowResults"]
 COMMITTED = -1
 
 _MAGIC = b"PKTB"
-_VERSION = 1
+_VERSION = 2
+#: Sections per readable format version: meta, keys, buckets, values (and, from 2, the description).
+_SECTIONS = {1: 4, 2: 5}
 
 
 @dataclass(frozen=True)
@@ -279,6 +286,8 @@ class KeyedTable:
 
     def _encode(self, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
         meta = np.array([checkpoint_ms, emitted_ms, self.late_count, self.bucket_ms], dtype=np.int64)
+        window = self.window and {"size_ms": self.window.size_ms, "step_ms": self.window.step_ms}
+        description = {"monoid": self.monoid.identity(), "window": window, "interval_ms": self.interval_ms}
         return codec.pack(
             _MAGIC,
             _VERSION,
@@ -287,19 +296,59 @@ class KeyedTable:
                 codec.keys_to_bytes(self.keys[rows]),
                 codec.ints_to_bytes(self.buckets[rows]),
                 self.monoid.encode_column(self.values[rows]),
+                json.dumps(description, sort_keys=True).encode(),
             ],
         )
+
+    @staticmethod
+    def _unpack(data: bytes, what: str) -> tuple[int, list[bytes]]:
+        version, sections = codec.unpack(_MAGIC, _SECTIONS, data, what)
+        if len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8:
+            raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
+        return version, sections
 
     @classmethod
     def decode(
         cls, data: bytes, monoid: Monoid, interval_ms: int, window: Window | None = None, what: str = "table"
     ) -> KeyedTable:
         """A table from ``encode`` (or ``checkpoint``) bytes of an equal monoid and window."""
+        _, sections = cls._unpack(data, what)
+        return cls._from_sections(sections, monoid, interval_ms, window, what)
+
+    @classmethod
+    def read(cls, data: bytes, what: str = "table") -> KeyedTable:
+        """A table from ``encode`` or ``checkpoint`` bytes alone, with the monoid, window
+        and checkpoint interval they name.
+
+        The monoid is rebuilt with ``monoids.from_identity``: one defined outside
+        ``monoids`` must be imported first. Raises ``CorruptCheckpointError`` for
+        damaged bytes and ``StateValueError`` when the monoid cannot be rebuilt or the
+        bytes are of format 1, which does not name its monoid (use ``decode``).
+        """
+        version, sections = cls._unpack(data, what)
+        if version == 1:
+            raise StateValueError(
+                f"{what} is in table format 1, which does not name its monoid; decode it with the "
+                "task's monoid and window (KeyedTable.decode)"
+            )
+        try:
+            description = json.loads(sections[4])
+            identity, interval_ms = description["monoid"], check_interval_ms(description["interval_ms"])
+            window = description["window"] and Window(**description["window"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptCheckpointError(f"{what}: the description of the table is unreadable ({exc!r})") from exc
+        try:
+            monoid = from_identity(identity)
+        except MonoidError as exc:
+            raise StateValueError(f"{what}: {exc}") from exc
+        return cls._from_sections(sections, monoid, interval_ms, window, what)
+
+    @classmethod
+    def _from_sections(
+        cls, sections: list[bytes], monoid: Monoid, interval_ms: int, window: Window | None, what: str
+    ) -> KeyedTable:
         table = cls(monoid, interval_ms, window)
-        sections = codec.unpack(_MAGIC, _VERSION, data, what)
-        if len(sections) != 4 or len(sections[0]) != 32 or len(sections[2]) % 8:
-            raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
-        meta, keys, buckets, values = sections
+        meta, keys, buckets, values = sections[:4]
         checkpoint_ms, emitted_ms, late_count, bucket_ms = codec.ints_from_bytes(meta).tolist()
         if bucket_ms != table.bucket_ms:
             raise CorruptCheckpointError(

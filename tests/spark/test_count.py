@@ -1,27 +1,84 @@
-"""MessageCount from the generator, per-message task form, against counts computed here."""
+"""MessageCount from the generator, per-message task form, against counts computed here;
+the clock checked after every micro-batch."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
 
+from persistent.recovery import PROGRESS_KEPT
+from state.checkpoint_store import CheckpointStore
+from state.clock_store import ClockStore, verify_clock
+from state.fs import LocalFileSystem
+
 pytestmark = pytest.mark.spark
 
 
-def test_generated_message_counts_are_exact(spark, tmp_path):
+def test_generated_message_counts_are_exact_and_the_clock_is_monotone(spark, tmp_path):
     import count
 
     total, keys = 5_000, 7
+    checkpoint = str(tmp_path / "ck")
     args = count.parser().parse_args(
-        ["--checkpoint", str(tmp_path / "ck"), "--output", f"sqlite://{tmp_path / 'out.db'}",
-         "--total", str(total), "--keys", str(keys), "--rows-per-batch", "2000", "--available-now",
-         "--key-groups", "4"]
+        ["--checkpoint", checkpoint, "--output", f"sqlite://{tmp_path / 'out.db'}",
+         "--total", str(total), "--keys", str(keys), "--rows-per-batch", "1000", "--available-now",
+         "--key-groups", "4", "--interval-ms", "400"]
     )
     job = count.build_job(args)
-    job.on_progress = None
+    fs = LocalFileSystem()
+    clocks, progress = [], []
+
+    def after_batch(batch):
+        # Runs on the driver right after the batch committed: the clock on disk must equal
+        # the minimum task clock and name checkpoints that exist for every task.
+        record = ClockStore(fs, f"{checkpoint}/clock").read()
+        if record is not None:
+            assert record.clock_ms == min(record.task_clocks.values()) == batch.clock_ms
+            verify_clock(record, lambda task: CheckpointStore(fs, f"{checkpoint}/checkpoints", task))
+            clocks.append(record.clock_ms)
+        progress.append(batch)
+
+    job.on_progress = after_batch
     job.run(spark)
     with sqlite3.connect(tmp_path / "out.db") as db:
         counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
     expected = {f"k{k}": len(range(k, total, keys)) for k in range(keys)}
     assert counted == expected
+
+    assert len(clocks) >= 4 and clocks == sorted(clocks) and clocks[-1] > clocks[0]
+    assert sum(p.rows for p in progress) == total
+    records = sorted((tmp_path / "ck" / "progress").glob("*.json"))
+    assert len(records) == min(len(progress), PROGRESS_KEPT)
+    last = json.loads(records[-1].read_text())
+    assert last["batch"] == progress[-1].batch and last["clock_ms"] == clocks[-1]
+    assert set(last["state_bytes"]) <= {f"group-{g:05d}" for g in range(4)} and all(last["state_bytes"].values())
+
+
+def test_parquet_files_in_parquet_results_out(spark, tmp_path):
+    import count
+    import pandas as pd
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    keys = ["a", "b", "c", "a", "a", "b"] * 50
+    for part in range(3):
+        rows = range(part * 100, (part + 1) * 100)
+        frame = pd.DataFrame({"key": [keys[i] for i in rows], "timestamp": [i + 1 for i in rows]})
+        frame.to_parquet(inputs / f"part-{part}.parquet")
+    args = count.parser().parse_args(
+        ["--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out"), "--input", str(inputs),
+         "--input-format", "parquet", "--available-now", "--key-groups", "2", "--interval-ms", "50"]
+    )
+    job = count.build_job(args)
+    job.on_progress = None
+    job.run(spark)
+    final = job.sink.read()
+    assert list(final.columns) == ["key", "count"]
+    assert dict(zip(final["key"], final["count"])) == dict(pd.Series(keys).value_counts())
+
+    # A new checkpoint directory into the same output would reuse its batch ids: refused.
+    args.checkpoint = str(tmp_path / "another-ck")
+    with pytest.raises(ValueError, match="holds results of an earlier run"):
+        count.build_job(args).start(spark)

@@ -1,0 +1,87 @@
+"""Choosing the recovery path from a job directory's files (no Spark needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from persistent.recovery import PROGRESS_KEPT, JobDirectory, RecoveryPath
+from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
+from state.fs import LocalFileSystem
+
+
+@pytest.fixture
+def directory(tmp_path):
+    return JobDirectory(LocalFileSystem(), str(tmp_path / "job"))
+
+
+def checkpoint_all(directory, time_ms, groups=(0, 1)):
+    for group in groups:
+        directory.store(group).persist(time_ms, f"group {group} at {time_ms}".encode())
+    directory.clock.advance(time_ms, {f"group-{g:05d}": time_ms for g in groups})
+
+
+def spark_has_a_query(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.spark, "offsets", "0"), b"v1")
+
+
+def test_fresh_then_path_a_then_path_b(directory):
+    assert directory.plan(2).path is RecoveryPath.FRESH
+    checkpoint_all(directory, 1000)
+    spark_has_a_query(directory)
+    again = directory.plan(2)
+    assert (again.path, again.generation, again.floor_ms) == (RecoveryPath.SAME_CHECKPOINT, 0, 0)
+
+    checkpoint_all(directory, 2000)
+    directory.fs.delete(directory.spark)
+    restart = directory.plan(2)
+    assert (restart.path, restart.generation, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1, 2000)
+    assert restart.restored == {0: b"group 0 at 2000", 1: b"group 1 at 2000"}
+    # Path A after that restart continues generation 1 and remembers its restore point.
+    spark_has_a_query(directory)
+    assert directory.plan(2).generation == 1 and directory.plan(2).floor_ms == 2000
+
+
+def test_another_number_of_key_groups_is_refused(directory):
+    directory.plan(2)
+    with pytest.raises(ValueError, match=r"written with key_groups=2, this job has key_groups=3"):
+        directory.plan(3)
+
+
+def test_a_missing_checkpoint_at_the_clock_is_an_error_not_an_empty_state(directory):
+    checkpoint_all(directory, 1000)
+    directory.fs.delete(directory.store(1).path(1000))
+    with pytest.raises(MissingCheckpointError, match="group-00001"):
+        directory.plan(2)
+
+
+def test_a_torn_checkpoint_at_the_clock_is_an_error(directory):
+    checkpoint_all(directory, 1000)
+    path = directory.store(0).path(1000)
+    raw = directory.fs.read_bytes(path)
+    directory.fs.write_atomic(path, raw[:-3])
+    with pytest.raises(CorruptCheckpointError, match="group-00000"):
+        directory.plan(2)
+
+
+def test_a_corrupt_clock_names_its_file(directory):
+    checkpoint_all(directory, 1000)
+    directory.fs.write_atomic(directory.clock.path, b"not a clock")
+    with pytest.raises(ClockError, match=r"clock/clock"):
+        directory.plan(2)
+
+
+def test_a_corrupt_generation_record_says_what_to_do(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"), b"{")
+    with pytest.raises(CorruptCheckpointError, match="delete .*spark to restart from the clock"):
+        directory.plan(2)
+
+
+def test_progress_keeps_the_newest_records(directory):
+    for batch in range(PROGRESS_KEPT + 3):
+        directory.record_progress({"generation": 0, "batch": batch, "rows": batch})
+    names = directory.fs.list_names(directory.progress)
+    assert len(names) == PROGRESS_KEPT
+    newest = json.loads(directory.fs.read_bytes(directory.fs.join(directory.progress, names[-1])))
+    assert newest["batch"] == PROGRESS_KEPT + 2
