@@ -1,13 +1,15 @@
 # Two commands: `make demo` runs the word count example, `make test` runs the tests.
 # Each creates (or reuses) the virtual environment .venv from setup.cfg.
+# `make bench` runs the benchmark (bench/run.py; BENCH_ARGS passes options to it).
 
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
+BENCH_STAMP := $(VENV)/.bench-stamp
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
-.PHONY: demo test docs check-env clean
+.PHONY: demo test bench docs check-env clean
 
 check-env:
 	@$(PYTHON) persistent/environment.py
@@ -25,6 +27,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python persistent/environment.py --dependencies
 	$(VENV)/bin/python -m pytest
+
+$(BENCH_STAMP): $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(VENV)/bin/python persistent/environment.py --dependencies
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # Redraws the documentation's picture (docs/timeline.svg) from docs/diagrams.py.
 docs: $(STAMP)

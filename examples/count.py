@@ -38,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
+    p.add_argument("--watermark-delay-ms", type=int, default=0, help="how late (event-time ms) a message may be")
     p.add_argument("--key-groups", type=int, default=16, help="number of key groups (tasks)")
     p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
                    help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
@@ -55,6 +56,7 @@ def build_job(args) -> Job:
         sink=sink_from_uri(args.output, table="counts", key_column="key", value_column="count"),
         checkpoint_dir=args.checkpoint,
         checkpoint_interval_ms=args.interval_ms,
+        watermark_delay_ms=args.watermark_delay_ms,
         key_groups=args.key_groups,
         bad_records=args.bad_records,
     )

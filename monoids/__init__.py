@@ -8,6 +8,7 @@ from monoids.base import (
     MonoidError,
     MonoidTypeError,
     MonoidValueError,
+    from_identity,
     object_column,
 )
 from monoids.collections import First, Last, MapMonoid, Product, Timestamped
@@ -21,6 +22,7 @@ __all__ = [
     "Group",
     "FixedWidth",
     "object_column",
+    "from_identity",
     "MonoidError",
     "MonoidTypeError",
     "MonoidValueError",

@@ -25,6 +25,11 @@ Every monoid encodes its values in a compact, versioned binary form (not pickle)
 a header naming the monoid, its encoding version and a fingerprint of its
 parameters, then the payload. Decoding bytes written by another monoid, with other
 parameters or by another version raises ``EncodingError``.
+
+``identity()`` describes a monoid as JSON-able data (name, version, parameters) and
+``from_identity`` rebuilds it, so stored state can name the monoid that reads it.
+Every class that sets its own ``name`` is found by that name once its module is
+imported.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import json
 import struct
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -47,12 +52,16 @@ __all__ = [
     "Group",
     "FixedWidth",
     "object_column",
+    "from_identity",
 ]
 
 V = TypeVar("V")
 
 _MAGIC = b"MN"
 _HEADER = struct.Struct(">2sB16sHI")  # magic, kind (0 value, 1 column), name, version, params crc32
+
+#: Classes by ``name``; redefining a class (same module and qualified name) replaces it.
+_BY_NAME: dict[str, list[type[Monoid]]] = {}
 
 
 def object_column(items: Sequence[Any]) -> np.ndarray:
@@ -95,6 +104,13 @@ class Monoid(ABC, Generic[V]):
     commutative: bool = True
     #: numpy dtype of the columns of values.
     dtype: np.dtype = np.dtype(object)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            where = (cls.__module__, cls.__qualname__)
+            others = [c for c in _BY_NAME.get(cls.name, []) if (c.__module__, c.__qualname__) != where]
+            _BY_NAME[cls.name] = [*others, cls]
 
     # -- the algebra ---------------------------------------------------------------
 
@@ -267,6 +283,18 @@ class Monoid(ABC, Generic[V]):
 
     # -- identity --------------------------------------------------------------------
 
+    def identity(self) -> dict[str, Any]:
+        """The monoid as JSON-able data: ``name``, encoding ``version`` and ``params()``."""
+        return {"name": self.name, "version": self.version, "params": self.params()}
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Monoid:
+        """The monoid with ``params`` (as ``params()`` returns them); ``cls(**params)`` by default.
+
+        Override it when the constructor takes its parameters in another form.
+        """
+        return cls(**params)
+
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.params() == other.params()  # type: ignore[attr-defined]
 
@@ -276,6 +304,34 @@ class Monoid(ABC, Generic[V]):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"
+
+
+def from_identity(identity: Mapping[str, Any]) -> Monoid:
+    """The monoid that ``identity`` (from ``Monoid.identity()``) describes.
+
+    The class is found by name among the monoids defined so far, so a monoid defined
+    outside this package is found once its module is imported. Raises
+    ``EncodingError`` when no class or more than one has the name, or when the
+    rebuilt monoid has another version or other parameters.
+    """
+    try:
+        name, params = identity["name"], identity["params"]
+        classes = _BY_NAME.get(name, [])
+    except (KeyError, TypeError):
+        raise EncodingError(f"{identity!r} does not describe a monoid (needs name, version and params)") from None
+    if not classes:
+        raise EncodingError(f"no monoid named {name!r} is defined; import the module that defines it")
+    if len(classes) > 1:
+        defined = ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)
+        raise EncodingError(f"monoid name {name!r} is defined more than once ({defined}); names must be unique")
+    try:
+        monoid = classes[0].from_params(params)
+    except (MonoidError, TypeError, ValueError, KeyError) as exc:
+        raise EncodingError(f"cannot rebuild monoid {name!r} from parameters {params!r}: {exc}") from exc
+    canonical = json.dumps(identity, sort_keys=True)
+    if json.dumps(monoid.identity(), sort_keys=True) != canonical:
+        raise EncodingError(f"{monoid!r} rebuilt from {canonical} describes itself as {monoid.identity()}")
+    return monoid
 
 
 class FixedWidth(Monoid[V]):

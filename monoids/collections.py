@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from monoids.base import EncodingError, Monoid, MonoidTypeError, MonoidValueError, object_column
+from monoids.base import EncodingError, Monoid, MonoidTypeError, MonoidValueError, from_identity, object_column
 
 __all__ = ["Product", "MapMonoid", "Timestamped", "First", "Last"]
 
@@ -33,11 +33,6 @@ _INT64 = np.iinfo(np.int64)
 
 def _at(where: str) -> str:
     return f" at {where}" if where else ""
-
-
-def _identity(monoid: Monoid) -> dict[str, Any]:
-    """What a container's parameters say about a component: its name, version and parameters."""
-    return {"name": monoid.name, "version": monoid.version, "params": monoid.params()}
 
 
 def _check_monoid(owner: str, monoid: Any) -> Monoid:
@@ -148,7 +143,11 @@ class Product(Monoid[tuple]):
         self.commutative = all(m.commutative for m in self.monoids)
 
     def params(self) -> dict[str, Any]:
-        return {"monoids": [_identity(m) for m in self.monoids]}
+        return {"monoids": [m.identity() for m in self.monoids]}
+
+    @classmethod
+    def from_params(cls, params):
+        return cls(*map(from_identity, params["monoids"]))
 
     def __repr__(self) -> str:
         return f"Product({', '.join(map(repr, self.monoids))})"
@@ -241,7 +240,11 @@ class MapMonoid(Monoid[dict]):
         self.commutative = value_monoid.commutative
 
     def params(self) -> dict[str, Any]:
-        return {"values": _identity(self.value_monoid)}
+        return {"values": self.value_monoid.identity()}
+
+    @classmethod
+    def from_params(cls, params):
+        return cls(from_identity(params["values"]))
 
     def __repr__(self) -> str:
         return f"MapMonoid({self.value_monoid!r})"

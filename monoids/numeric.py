@@ -86,6 +86,13 @@ class _Numeric(FixedWidth):
     def params(self) -> dict[str, Any]:
         return {"kind": self.kind.__name__}
 
+    @classmethod
+    def from_params(cls, params):
+        kinds = {kind.__name__: kind for kind in _KINDS}
+        if params.get("kind") not in kinds:
+            raise MonoidTypeError(f"{cls.__name__} kind must be one of {sorted(kinds)}, got {params.get('kind')!r}")
+        return cls(kinds[params["kind"]])
+
     def validate(self, value: Any, where: str = "") -> Any:
         at = f" at {where}" if where else ""
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -165,6 +172,10 @@ class Count(Sum):
 
     def params(self) -> dict[str, Any]:
         return {}
+
+    @classmethod
+    def from_params(cls, params):
+        return cls(**params)
 
 
 class _Extremum(_Numeric):

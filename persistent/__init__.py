@@ -3,6 +3,8 @@
 Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming.
 """
 
+import importlib
+
 from persistent.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters
 from persistent.keygroup import KeyGroup
 from persistent.task import Message, PersistentTask, TaskDefinitionError
@@ -21,7 +23,10 @@ __all__ = [
     "BatchProgress",
     "GeneratorSource",
     "FilesSource",
+    "RedisSource",
+    "KafkaSource",
     "SQLiteSink",
+    "PostgresSink",
     "ParquetSink",
     "ConsoleSink",
     "sink_from_uri",
@@ -29,22 +34,26 @@ __all__ = [
 ]
 
 
+# Where each Spark-side name lives: they import pyspark (or a database client), so
+# `import persistent` stays light for pure-Python use.
+_LAZY = {
+    "Job": "persistent.runtime",
+    "RunningJob": "persistent.runtime",
+    "BatchProgress": "persistent.runtime",
+    "GeneratorSource": "persistent.sources",
+    "FilesSource": "persistent.sources",
+    "RedisSource": "persistent.redis_source",
+    "KafkaSource": "persistent.kafka",
+    "SQLiteSink": "persistent.sinks",
+    "PostgresSink": "persistent.postgres",
+    "ParquetSink": "persistent.sinks",
+    "ConsoleSink": "persistent.sinks",
+    "sink_from_uri": "persistent.sinks",
+    "spark_session": "persistent.session",
+}
+
+
 def __getattr__(name):
-    # The Spark parts import pyspark; keep `import persistent` light for pure-Python use.
-    if name in ("Job", "RunningJob", "BatchProgress"):
-        from persistent import runtime
-
-        return getattr(runtime, name)
-    if name in ("GeneratorSource", "FilesSource"):
-        from persistent import sources
-
-        return getattr(sources, name)
-    if name in ("SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri"):
-        from persistent import sinks
-
-        return getattr(sinks, name)
-    if name == "spark_session":
-        from persistent.session import spark_session
-
-        return spark_session
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'persistent' has no attribute {name!r}")

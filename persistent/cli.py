@@ -1,21 +1,55 @@
 """The ``persistent`` command line.
 
-    persistent clock CHECKPOINT_DIR     the global minimum checkpoint clock and each task's clock
+    persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]   spark-submit with the project's defaults
+    persistent clock DIR                      the global minimum checkpoint clock and each task's clock
+    persistent status DIR [--batches N]       recent micro-batches, watermark, clocks, state sizes
+    persistent inspect DIR [--at T] [--key K] [--task NAME]   the state in a checkpoint, per key
+    persistent rewind DIR --to T              prepare a restart from the earlier checkpoint at T
 
-It reads the store directly (no Spark, no JVM) from a local path or ``file://`` URI.
+All but ``run`` read DIR without Spark or a JVM: a local path, a ``file://`` URI or a
+``webhdfs://NAMENODE[:PORT]/PATH`` URI (``persistent.webhdfs``). Errors are one line
+on stderr and a non-zero exit status.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
+import os
 import sys
+import time
+from typing import NoReturn
 
-from state.clock_store import ClockStore
+from persistent.environment import EnvironmentProblem, check_java
+from persistent.jobdir import (
+    JobDirectoryError,
+    open_job,
+    read_progress,
+    read_state,
+    rewind,
+    task_names,
+    times_held,
+)
+from persistent.recovery import JobDirectory
+from persistent.runtime import BatchProgress
+from persistent.session import DEFAULTS_FILE, LOGGING_FILE
+from state.checkpoint_store import describe_times
+from state.clock_store import ClockRecord
 from state.errors import StateError
-from state.fs import LocalFileSystem
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
+
+_DIR_HELP = "the job's checkpoint directory: a local path, file:// or webhdfs://NAMENODE[:PORT]/PATH"
+#: spark-submit's options that take no value; every other option takes one.
+_SUBMIT_SWITCHES = {"-h", "--help", "-v", "--verbose", "--version", "--supervise", "--usage-error"}
+
+
+class UsageError(Exception):
+    """The command line is wrong; exit status 2."""
+
+
+# -- formatting ---------------------------------------------------------------------
 
 
 def _iso(timestamp_ms: int) -> str:
@@ -23,40 +57,333 @@ def _iso(timestamp_ms: int) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
+def _time(timestamp_ms: int) -> str:
+    return f"{timestamp_ms} ms  {_iso(timestamp_ms)}"
+
+
+def _duration(ms: int) -> str:
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000)):
+        if abs(ms) >= 2 * size:
+            return f"{ms / size:,.1f} {unit}"
+    return f"{ms / 1000:,.1f} s" if abs(ms) >= 1000 else f"{ms} ms"
+
+
+def _lag(timestamp_ms: int, now_ms: int) -> str:
+    """How far ``timestamp_ms`` is behind (or ahead of) wall time ``now_ms``."""
+    behind = now_ms - timestamp_ms
+    return f"{_duration(behind)} behind wall time" if behind >= 0 else f"{_duration(-behind)} ahead of wall time"
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _rate(rows: int, seconds: float) -> str:
+    return f"{rows / seconds:,.0f}" if seconds > 0 else "-"
+
+
+def _print_clock(record: ClockRecord, now_ms: int, state_bytes: dict[str, int] | None = None) -> None:
+    print(f"clock          {_time(record.clock_ms)}  ({_lag(record.clock_ms, now_ms)})")
+    for task in sorted(set(record.task_clocks) | set(state_bytes or {})):
+        clock = _time(record.task_clocks[task]) if task in record.task_clocks else "no checkpoint yet"
+        size = f"  state {_size(state_bytes[task])}" if state_bytes and task in state_bytes else ""
+        print(f"  {task}  {clock}{size}")
+
+
+# -- clock and status ---------------------------------------------------------------
+
+
 def _clock(args: argparse.Namespace) -> int:
-    fs = LocalFileSystem()
-    try:
-        record = ClockStore(fs, fs.join(args.checkpoint_dir, "clock")).read()
-    except StateError:
-        raise
-    except ValueError as exc:
-        print(f"error: {exc}; only local paths and file:// URIs can be read here", file=sys.stderr)
-        return 2
+    directory = open_job(args.checkpoint_dir)
+    record = directory.clock.read()
     if record is None:
-        print(f"error: {args.checkpoint_dir} has no checkpoint clock yet (the job has not checkpointed)",
-              file=sys.stderr)
-        return 1
-    print(f"clock {record.clock_ms} ms  {_iso(record.clock_ms)}")
-    for task, clock_ms in sorted(record.task_clocks.items()):
-        print(f"  {task}  {clock_ms} ms  {_iso(clock_ms)}")
+        raise JobDirectoryError(f"{args.checkpoint_dir} has no checkpoint clock yet (the job has not checkpointed)")
+    _print_clock(record, _now_ms())
     return 0
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _status(args: argparse.Namespace) -> int:
+    directory = open_job(args.checkpoint_dir)
+    now_ms = _now_ms()
+    print(f"job directory  {directory.root}")
+    generation = directory.read_generation()
+    if generation is not None:
+        floor_ms = generation["floor_ms"]
+        started = f"restored from the clock at {_time(floor_ms)}" if floor_ms else "started fresh"
+        groups = f", {generation['key_groups']} key groups" if generation["key_groups"] is not None else ""
+        print(f"generation     {generation['generation']}, {started}{groups}")
+    progress = read_progress(directory, args.batches)
+    if progress:
+        _print_progress(progress, now_ms)
+    else:
+        print("progress       none yet: the job has not committed a micro-batch")
+    record = directory.clock.read()
+    if record is None:
+        print("clock          none yet: no task has checkpointed")
+        return 0
+    state_bytes: dict[str, int] = {}
+    for batch in progress:
+        state_bytes.update(batch.state_bytes)
+    _print_clock(record, now_ms, state_bytes)
+    return 0
+
+
+def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
+    last = progress[-1]
+    print(
+        f"last batch     {last.generation}.{last.batch}, committed {_iso(last.finished_at_ms)} "
+        f"({_duration(now_ms - last.finished_at_ms)} ago)"
+    )
+    print(f"watermark      {_time(last.watermark_ms)}  ({_lag(last.watermark_ms, now_ms)})")
+    rows, seconds = sum(p.rows for p in progress), sum(p.seconds for p in progress)
+    print(
+        f"throughput     {rows:,} rows in {seconds:,.1f} s of processing in the last {len(progress)} "
+        f"batch(es): {_rate(rows, seconds)} rows/s"
+    )
+    print(f"dead letters   {sum(p.dead_letters for p in progress):,} in the last {len(progress)} batch(es)")
+    header = ("batch", "committed", "rows", "seconds", "rows/s", "late", "replayed", "dead letters", "clock")
+    table = [header] + [
+        (
+            f"{p.generation}.{p.batch}",
+            _iso(p.finished_at_ms),
+            f"{p.rows:,}",
+            f"{p.seconds:.3f}",
+            _rate(p.rows, p.seconds),
+            f"{p.late:,}",
+            f"{p.replayed:,}",
+            f"{p.dead_letters:,}",
+            "-" if p.clock_ms is None else str(p.clock_ms),
+        )
+        for p in progress
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        cells = [cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        print("  " + "  ".join(cells).rstrip())
+
+
+# -- inspect --------------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    for module in args.imports:
+        _import(module)
+    directory = open_job(args.checkpoint_dir)
+    at_ms = args.at if args.at is not None else _current_clock(directory)
+    names = task_names(directory)
+    if args.task and args.task not in names:
+        raise JobDirectoryError(f"{directory.root} has no task {args.task!r} (tasks: {', '.join(names) or 'none'})")
+    held = times_held(directory, [args.task] if args.task else names)
+    tasks = [task for task, times in held.items() if at_ms in times]
+    if args.task and not tasks:
+        raise JobDirectoryError(
+            f"task {args.task} has no checkpoint at {at_ms} ms (it holds {describe_times(held[args.task])})"
+        )
+    if not tasks:
+        raise JobDirectoryError(f"no task of {directory.root} has a checkpoint at {at_ms} ms")
+    missing = sorted(set(held) - set(tasks))
+    if missing:
+        print(
+            f"note: {len(missing)} task(s) have no checkpoint at {at_ms} ms and are not shown: " + ", ".join(missing),
+            file=sys.stderr,
+        )
+    windowed = None
+    for row in read_state(directory, at_ms, tasks):
+        if args.key is not None and str(row.key) != args.key:
+            continue
+        if windowed is None:
+            windowed = row.window_start_ms is not None
+            print("\t".join(["task", "key", *(["window_start", "window_end"] if windowed else []), "value"]))
+        window = [str(row.window_start_ms), str(row.window_end_ms)] if windowed else []
+        print("\t".join([row.task, str(row.key), *window, repr(row.value) if args.raw else str(row.presented)]))
+    if windowed is None:
+        shown = f"key {args.key!r}" if args.key is not None else "keys"
+        print(f"no {shown} in the checkpoints at {at_ms} ms of {len(tasks)} task(s)", file=sys.stderr)
+    return 0
+
+
+def _current_clock(directory: JobDirectory) -> int:
+    record = directory.clock.read()
+    if record is None:
+        raise JobDirectoryError(f"{directory.root} has no checkpoint clock yet; pass --at T")
+    return record.clock_ms
+
+
+def _import(module: str) -> None:
+    """Imports ``module`` (from the working directory or the installed packages)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise UsageError(f"--import {module}: {exc}") from None
+
+
+# -- rewind ---------------------------------------------------------------------------
+
+
+def _rewind(args: argparse.Namespace) -> int:
+    directory = open_job(args.checkpoint_dir)
+    done = rewind(directory, args.to)
+    before = f"from {done.from_ms} ms " if done.from_ms is not None else "(it was unreadable) "
+    print(f"rewound the clock of {directory.root} {before}to {done.to_ms} ms ({_iso(done.to_ms)})")
+    spark = f"deleted {directory.spark} (Spark's checkpoint)" if done.deleted_spark else f"{directory.spark} was absent"
+    print(f"{spark}; deleted {done.deleted_checkpoints} checkpoint(s) after {done.to_ms} ms")
+    print(
+        f"the next start takes recovery path B: it restores {done.tasks} task(s) from their checkpoints at "
+        f"{done.to_ms} ms, rewinds the sources to {done.to_ms} ms and emits the results after it again"
+    )
+    return 0
+
+
+# -- run ------------------------------------------------------------------------------
+
+
+def _split_submit_args(args: list[str]) -> tuple[list[str], str, list[str]]:
+    """``(spark-submit options, APP.py, app arguments)`` of ``persistent run``'s arguments."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            return args[:i], arg, args[i + 1 :]
+        i += 1 if arg in _SUBMIT_SWITCHES or "=" in arg else 2
+    raise UsageError("persistent run needs the application: persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]")
+
+
+def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The spark-submit command line and environment that ``persistent run args`` executes."""
+    options, app, app_args = _split_submit_args(args)
+    if not os.path.isfile(app):
+        raise UsageError(f"application {app} does not exist (or is not a file)")
+    from pyspark.find_spark_home import _find_spark_home
+
+    spark_submit = os.path.join(_find_spark_home(), "bin", "spark-submit")
+    defaults = [
+        "--properties-file",
+        str(DEFAULTS_FILE),
+        "--conf",
+        f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={LOGGING_FILE.as_uri()}",
+    ]
+    environment = dict(os.environ)
+    environment.setdefault("PYSPARK_PYTHON", sys.executable)
+    return [spark_submit, *defaults, *options, app, *app_args], environment
+
+
+def _run(args: list[str]) -> NoReturn:
+    command, environment = submit_command(args)
+    check_java()
+    os.execve(command[0], command, environment)
+
+
+# -- the parser -----------------------------------------------------------------------
+
+
+def _whole_number(what: str, smallest: int):
+    """An argparse type: an integer of at least ``smallest``, described as ``what``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} (an integer)") from None
+        if value < smallest:
+            raise argparse.ArgumentTypeError(f"{what} must be at least {smallest}, got {value}")
+        return value
+
+    return parse
+
+
+_time_ms = _whole_number("a time in ms", 0)
+
+
+def _directory_command(commands, name: str, handler, summary: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand ``name DIR`` run by ``handler``."""
+    command = commands.add_parser(name, help=summary, description=description)
+    command.add_argument("checkpoint_dir", metavar="DIR", help=_DIR_HELP)
+    command.set_defaults(handler=handler)
+    return command
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="persistent", description="Inspect the checkpoints of persistent jobs.")
-    commands = p.add_subparsers(dest="command", required=True)
-    clock = commands.add_parser("clock", help="print the global minimum checkpoint clock and the task clocks")
-    clock.add_argument("checkpoint_dir", help="the job's checkpoint directory (local path or file:// URI)")
-    clock.set_defaults(run=_clock)
+    p = argparse.ArgumentParser(
+        prog="persistent",
+        description="Run persistent jobs; read and rewind their checkpoint directories without a JVM.",
+    )
+    commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        usage="persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]",
+        help="run an application with spark-submit and the project's defaults",
+        description=(
+            "Runs pyspark's spark-submit with --properties-file conf/spark-defaults.conf, the driver "
+            "logging at WARN (conf/log4j2.properties) and PYSPARK_PYTHON set to this Python unless it "
+            "is set. Options before APP.py go to spark-submit and override the defaults; the arguments "
+            "after it go to the application (so 'persistent run APP.py --help' prints its help)."
+        ),
+    )
+
+    _directory_command(
+        commands, "clock", _clock, "print the global minimum checkpoint clock and the task clocks",
+        "Prints the global minimum checkpoint clock and each task's clock.",
+    )
+
+    status = _directory_command(
+        commands, "status", _status, "print recent micro-batches, watermark, clocks, state sizes and dead letters",
+        "Prints the last committed micro-batch, the rows and rows/s of recent batches, the watermark, the global "
+        "and per-task clocks with the lag behind wall time, each task's state size and the dead-lettered "
+        "records, from the files the job writes under DIR.",
+    )
+    status.add_argument(
+        "--batches", type=_whole_number("a number of batches", 1), default=10, metavar="N",
+        help="recent batches to show (10)",
+    )
+
+    inspect = _directory_command(
+        commands, "inspect", _inspect, "print the state per key in the checkpoints at a time",
+        "Prints the state of every key (and, for windowed states, every window not yet closed) in the tasks' "
+        "checkpoints at time T, tab-separated. Checkpoints name their monoid; one defined outside the monoids "
+        "package needs --import of its module.",
+    )
+    inspect.add_argument("--at", type=_time_ms, metavar="T", help="checkpoint time in ms (default: the clock)")
+    inspect.add_argument("--key", metavar="K", help="show only key K (compared as text)")
+    inspect.add_argument("--task", metavar="NAME", help="show only task NAME (for example group-00003)")
+    inspect.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first, for the monoids it defines (repeatable)",
+    )
+    inspect.add_argument("--raw", action="store_true", help="print the stored monoid values, not the results")
+
+    rewind_ = _directory_command(
+        commands, "rewind", _rewind, "prepare a restart from the earlier checkpoint at T (recovery path B)",
+        "Checks that T is a clock in the clock's history and that every task of it holds a readable checkpoint "
+        "at T (else changes nothing), then deletes DIR/spark, sets the clock to T and deletes the checkpoints "
+        "after T. The next start restores every task at T and rewinds the sources to T. Stop the job first. "
+        "DIR must be writable: local, file:// or webhdfs://.",
+    )
+    rewind_.add_argument("--to", type=_time_ms, required=True, metavar="T", help="the clock to rewind to, in ms")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return args.run(args)
-    except (StateError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if argv[:1] == ["run"] and argv[1:2] not in (["-h"], ["--help"]):
+            return _run(argv[1:])  # spark-submit's options are not ours to parse
+        args = parser().parse_args(argv)
+        return args.handler(args)
+    except UsageError as exc:
+        print(f"persistent: error: {exc}", file=sys.stderr)
+        return 2
+    except (JobDirectoryError, StateError, OSError, EnvironmentProblem) as exc:
+        print(f"persistent: error: {exc}", file=sys.stderr)
         return 1
 
 

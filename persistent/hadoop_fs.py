@@ -3,15 +3,50 @@
 The same client Spark uses for its own checkpoint location, so ``hdfs://``,
 ``file://`` and every scheme configured in Hadoop work. Atomic replacement uses
 ``FileContext.rename(..., OVERWRITE)``, as Spark's checkpoint file manager does.
+
+Hadoop's checksummed local file system (``file://``) is bypassed for its raw one:
+the records carry their own CRC32, so a damaged file is reported by the store that
+reads it, and the checksummed stream keeps its file open (and the space it holds)
+when a write fails on a full disk.
+
+An exception from the JVM is raised as the ``state.errors.StorageError`` for the
+path (``NoSpaceError``, ``NotWritableError``), with the Java exceptions' classes and
+messages in one line instead of Py4J's Java stack trace.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 
-from state.fs import TEMP_PREFIX, FileSystem
+from py4j.java_gateway import is_instance_of
+from py4j.protocol import Py4JJavaError
+
+from state.errors import NotWritableError
+from state.fs import TEMP_PREFIX, FileSystem, storage_error
 
 __all__ = ["HadoopFileSystem"]
+
+
+def _java_detail(java_exception) -> str:
+    """The classes and messages of a Java exception and its causes, on one line."""
+    parts, seen = [], java_exception
+    while seen is not None and len(parts) < 5:
+        part = f"{seen.getClass().getName()}: {seen.getMessage()}"
+        if not any(part in earlier for earlier in parts):  # a wrapper often repeats its cause
+            parts.append(part)
+        seen = seen.getCause()
+    return " <- ".join(parts)
+
+
+@contextmanager
+def _refusals(action: str, path: str) -> Iterator[None]:
+    """Raises a Java exception from the block as the ``StorageError`` for ``action`` on ``path``."""
+    try:
+        yield
+    except Py4JJavaError as exc:
+        raise storage_error(action, path, _java_detail(exc.java_exception)) from None
 
 
 class HadoopFileSystem(FileSystem):
@@ -22,48 +57,71 @@ class HadoopFileSystem(FileSystem):
         self._jvm = jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._path = jvm.org.apache.hadoop.fs.Path
-        root = self._path(uri)
-        self._fs = root.getFileSystem(self._conf)
-        self._context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(root.toUri(), self._conf)
+        with _refusals("open the file system of", uri):
+            root = self._path(uri)
+            self._fs = root.getFileSystem(self._conf)
+            if is_instance_of(spark.sparkContext._gateway, self._fs, "org.apache.hadoop.fs.ChecksumFileSystem"):
+                self._fs = self._fs.getRawFileSystem()
+            self._context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(root.toUri(), self._conf)
         rename = jvm.org.apache.hadoop.fs.Options.Rename
         self._overwrite = spark.sparkContext._gateway.new_array(rename, 1)
         self._overwrite[0] = rename.OVERWRITE
 
     def read_bytes(self, path: str) -> bytes:
-        if not self._fs.exists(self._path(path)):
-            raise FileNotFoundError(path)
-        stream = self._fs.open(self._path(path))
-        try:
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
-        finally:
-            stream.close()
+        with _refusals("read", path):
+            if not self._fs.exists(self._path(path)):
+                raise FileNotFoundError(path)
+            stream = self._fs.open(self._path(path))
+            try:
+                return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            finally:
+                stream.close()
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        target = self._path(path)
-        parent = target.getParent()
-        self._fs.mkdirs(parent)
-        temp = self._path(parent, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{target.getName()}")
-        out = self._fs.create(temp, True)
-        try:
-            out.write(bytearray(data))
-            out.hsync()
-        finally:
-            out.close()
-        self._context.rename(temp, target, self._overwrite)
+        with _refusals("write", path):
+            target = self._path(path)
+            parent = target.getParent()
+            self._mkdirs(parent, "write", path)
+            temp = self._path(parent, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{target.getName()}")
+            out = self._fs.create(temp, True)
+            try:
+                try:
+                    out.write(bytearray(data))
+                    out.hsync()
+                finally:
+                    out.close()
+                self._context.rename(temp, target, self._overwrite)
+            except Py4JJavaError:
+                # The write's error is the one to report; readers ignore a temporary file left behind.
+                with suppress(Py4JJavaError):
+                    self._fs.delete(temp, False)
+                raise
 
     def exists(self, path: str) -> bool:
-        return bool(self._fs.exists(self._path(path)))
+        with _refusals("look up", path):
+            return bool(self._fs.exists(self._path(path)))
 
     def list_names(self, path: str) -> list[str]:
-        directory = self._path(path)
-        if not self._fs.exists(directory):
-            return []
-        names = (status.getPath().getName() for status in self._fs.listStatus(directory))
-        # Hadoop's local file system keeps a hidden ".NAME.crc" beside each file.
-        return sorted(n for n in names if not (n.startswith(".") and n.endswith(".crc")))
+        with _refusals("list", path):
+            directory = self._path(path)
+            if not self._fs.exists(directory):
+                return []
+            names = (status.getPath().getName() for status in self._fs.listStatus(directory))
+            # Files written through Hadoop's checksummed local file system have a hidden ".NAME.crc".
+            return sorted(n for n in names if not (n.startswith(".") and n.endswith(".crc")))
 
     def delete(self, path: str) -> None:
-        self._fs.delete(self._path(path), True)
+        with _refusals("delete", path):
+            target = self._path(path)
+            # The raw local file system answers False instead of raising when it may not delete.
+            if not self._fs.delete(target, True) and self._fs.exists(target):
+                raise NotWritableError("delete", path, "the file system refused to delete it")
 
     def mkdirs(self, path: str) -> None:
-        self._fs.mkdirs(self._path(path))
+        with _refusals("create directory", path):
+            self._mkdirs(self._path(path), "create directory", path)
+
+    def _mkdirs(self, directory, action: str, path: str) -> None:
+        # The raw local file system answers False instead of raising when it may not create.
+        if not self._fs.mkdirs(directory):
+            raise NotWritableError(action, path, f"the file system refused to create {directory.toString()}")

@@ -348,13 +348,21 @@ class KeyGroup:
             raise BadRecordError(record)
         return record
 
-    def advance(self, watermark_ms: int) -> tuple[pd.DataFrame, tuple[int, bytes] | None]:
-        """Results of this batch and, if one is due at ``watermark_ms``, a checkpoint."""
+    def advance(self, watermark_ms: int, checkpoint: bool = True) -> tuple[pd.DataFrame, tuple[int, bytes] | None]:
+        """Results of this batch and, if one is due at ``watermark_ms``, a checkpoint.
+
+        With ``checkpoint=False`` the state moves past the boundary due as if it had
+        been checkpointed (``KeyedTable.seal``), but no checkpoint bytes are made.
+        """
         watermark_ms = max(check_time_ms(watermark_ms, "watermark_ms"), self.floor_ms)
         results = self._results(watermark_ms)
         due = self.table.due_checkpoint(watermark_ms)
-        checkpoint = (due, self.table.checkpoint(due)) if due is not None else None
-        return results, checkpoint
+        if due is None:
+            return results, None
+        if not checkpoint:
+            self.table.seal(due)
+            return results, None
+        return results, (due, self.table.checkpoint(due))
 
     def process(
         self, messages: pd.DataFrame, watermark_ms: int, bad_records: BadRecords = BadRecords.FAIL

@@ -10,9 +10,11 @@
 
 A job starts in one of three ways:
 
-- **fresh**: no clock yet; everything starts empty.
+- **fresh**: no clock and no checkpoints yet; everything starts empty. Checkpoints
+  without a clock (the clock lost) are an error, not a fresh start.
 - **path A**: ``spark/`` holds a query: Spark restores its own state and replays the
-  unfinished micro-batch; the framework continues its generation.
+  unfinished micro-batch; the framework continues its generation. The clock must be
+  readable, since every micro-batch advances it.
 - **path B**: ``spark/`` is gone (lost, or a new version of the job) but the clock
   names time ``T``: every task is restored from its checkpoint at exactly ``T``, the
   sources start at ``T``, and messages before ``T`` are dropped (they are inside the
@@ -26,8 +28,8 @@ import json
 from dataclasses import dataclass, field
 
 from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockRecord, ClockStore
-from state.errors import CorruptCheckpointError
+from state.clock_store import ClockRecord, ClockStore, verify_clock
+from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import FileSystem
 
 __all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index", "PROGRESS_KEPT"]
@@ -101,7 +103,9 @@ class JobDirectory:
         for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
             self.fs.delete(self.fs.join(self.progress, old))
 
-    def _read_generation(self) -> dict | None:
+    def read_generation(self) -> dict | None:
+        """The current start's ``generation``, ``floor_ms`` and ``key_groups`` (``None`` if
+        unrecorded), or ``None`` before the first start."""
         try:
             raw = self.fs.read_bytes(self._generation)
         except FileNotFoundError:
@@ -126,28 +130,85 @@ class JobDirectory:
         groups by it, so another number would put a key's messages beside another
         group's state.
         """
-        current = self._read_generation()
+        current = self.read_generation()
         if current and current["key_groups"] not in (None, key_groups):
             raise ValueError(
                 f"{self.root} was written with key_groups={current['key_groups']}, this job has "
                 f"key_groups={key_groups}: run it with key_groups={current['key_groups']}, or start "
                 f"a new checkpoint directory"
             )
-        if self.fs.list_names(self.fs.join(self.spark, "offsets")):
+        same_checkpoint = bool(self.fs.list_names(self.fs.join(self.spark, "offsets")))
+        # Path A needs a readable clock as well: every micro-batch advances it.
+        record, restored = self._read_clock(restore=not same_checkpoint)
+        if same_checkpoint:
             generation, floor_ms = (current["generation"], current["floor_ms"]) if current else (0, 0)
             self._write_generation(generation, floor_ms, key_groups)
             return Recovery(RecoveryPath.SAME_CHECKPOINT, generation, floor_ms)
-        record = self.clock.read()
         if record is None:
+            self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
             self._write_generation(0, 0, key_groups)
             return Recovery(RecoveryPath.FRESH, 0, 0)
-        restored = self._restore(record)
         generation = (current["generation"] + 1) if current else 1
         self.fs.delete(self.spark)
         self._write_generation(generation, record.clock_ms, key_groups)
         return Recovery(RecoveryPath.FROM_CLOCK, generation, record.clock_ms, restored)
 
-    def _restore(self, record: ClockRecord) -> dict[int, bytes]:
-        # recover() raises for a missing or torn checkpoint: never an empty state.
-        return {task_index(task): self.store(task_index(task)).recover(record.clock_ms) for task in record.task_clocks}
+    def _refuse_checkpoints_without_clock(self) -> None:
+        # Starting empty beside checkpoints would silently drop the state they hold.
+        held = {}
+        for task in self.fs.list_names(self.checkpoints):
+            times = CheckpointStore(self.fs, self.checkpoints, task).times()
+            if times:
+                held[task] = set(times)
+        if not held:
+            return
+        common = set.intersection(*held.values())
+        if common:
+            newest = max(common)
+            remedy = (
+                f"the newest time every task holds is {newest} ms: to restart there, set the clock with "
+                f"ClockStore.advance({newest}, {{task: {newest} for each task directory in {self.checkpoints}}})"
+            )
+        else:
+            remedy = "no time is held by every task"
+        raise ClockError(
+            f"{self.clock.path} is missing but {self.checkpoints} holds checkpoints of {len(held)} task(s); "
+            f"{remedy}; or delete {self.checkpoints} to start with empty state"
+        )
+
+    def _read_clock(self, restore: bool) -> tuple[ClockRecord | None, dict[int, bytes]]:
+        """The clock and, if ``restore``, every task's checkpoint at it, by key group.
+
+        A damaged clock or checkpoint raises (never an empty state), with a note naming
+        the command that restarts from the newest intact clock in the history.
+        """
+        try:
+            record = self.clock.read()
+            if not (restore and record):
+                return record, {}
+            groups = map(task_index, record.task_clocks)
+            return record, {group: self.store(group).recover(record.clock_ms) for group in groups}
+        except (ClockError, CorruptCheckpointError, MissingCheckpointError) as exc:
+            exc.add_note(self._rewind_advice())
+            raise
+
+    def _rewind_advice(self) -> str:
+        try:
+            past = self.clock.history()
+        except ClockError as exc:
+            return f"The clock's history cannot be read either: {exc}"
+        for record in reversed(past):
+            try:
+                verify_clock(record, lambda task: CheckpointStore(self.fs, self.checkpoints, task))
+            except (CorruptCheckpointError, MissingCheckpointError):
+                continue
+            return (
+                f"The newest clock in the history whose checkpoints are all intact is {record.clock_ms} ms: "
+                f"stop the job, run `persistent rewind {self.root} --to {record.clock_ms}`, then start it "
+                f"again (recovery path B)."
+            )
+        return (
+            f"No clock in the history ({self.clock.history_directory}) has intact checkpoints of every "
+            f"task: start the job on a new checkpoint directory."
+        )

@@ -31,24 +31,29 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
 
 import pandas as pd
 
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.faults import crash_point
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
-from persistent.recovery import JobDirectory, Recovery, task_name
+from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_name
 from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
 from persistent.task import PersistentTask
 from state.checkpoint_manager import boundary_after
+from state.errors import StorageError
 from state.persistent_state import WindowState
 
 __all__ = ["Job", "RunningJob", "BatchProgress"]
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
+#: Checkpoint files written at once: each write mostly waits on the file system.
+_CHECKPOINT_WRITERS = 8
 #: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
 
@@ -109,6 +114,10 @@ class Job:
     watermark_delay_ms: int = 0
     key_groups: int = 64
     prepare: Callable | None = None
+    #: Off, key groups take no checkpoints and the driver keeps no clock: only Spark's
+    #: checkpoint location holds the state (recovery path A only; without it the job
+    #: starts over from the beginning of its source). For measuring what checkpoints cost.
+    checkpoints: bool = True
     on_progress: Callable[[BatchProgress], None] | None = field(default=lambda p: print(p.line(), file=sys.stderr))
     bad_records: BadRecords | str = BadRecords.FAIL
     dead_letter_dir: str | None = None
@@ -143,6 +152,8 @@ class Job:
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
         recovery = directory.plan(self.key_groups)
         print(f"[persistent] {recovery.describe()}", file=sys.stderr)
+        if recovery.path is RecoveryPath.FRESH:
+            self.sink.check_fresh_start(spark)
         results = self._stateful(self._messages(spark, recovery), recovery)
         writer = results.writeStream.foreachBatch(_Committer(self, directory, recovery))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
@@ -231,7 +242,8 @@ class Job:
             .groupBy("grp")
         )
         function = _group_function(
-            self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.bad_records
+            self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.checkpoints,
+            self.bad_records,
         )
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
@@ -260,7 +272,12 @@ def _ship_by_value(task_class: type) -> None:
 
 
 def _group_function(
-    task: PersistentTask, interval_ms: int, recovery: Recovery, values_as_text: bool, mode: BadRecords
+    task: PersistentTask,
+    interval_ms: int,
+    recovery: Recovery,
+    values_as_text: bool,
+    checkpoints: bool,
+    mode: BadRecords,
 ):
     floor_ms, restored = recovery.floor_ms, recovery.restored
 
@@ -283,9 +300,10 @@ def _group_function(
                 continue
             applied, replayed, late, bad = applied + a, replayed + r, late + lt, bad + b
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
-        results, checkpoint = group.advance(watermark_ms)
+        results, checkpoint = group.advance(watermark_ms, checkpoints)
         encoded = group.encode()
         state.update((encoded,))
+        crash_point("group")
         # Wake this group when the watermark passes its next boundary, even with no input.
         state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
         values = results["value"].astype(str) if values_as_text else results["value"]
@@ -326,6 +344,17 @@ class _Committer:
         self.job, self.directory, self.recovery = job, directory, recovery
 
     def __call__(self, frame, batch_id: int) -> None:
+        try:
+            self._commit(frame, batch_id)
+        except StorageError as exc:
+            exc.add_note(
+                f"micro-batch {self.recovery.generation}.{batch_id} of {self.directory.root} is not "
+                f"committed; the clock names durable checkpoints only. Once the storage is fixed, start "
+                f"the job again on the same checkpoint directory: it replays this micro-batch (path A)."
+            )
+            raise
+
+    def _commit(self, frame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
@@ -334,20 +363,25 @@ class _Committer:
             results = frame.where(F.col("kind") == "result").select(
                 "key", F.col("time_ms").alias("window_start"), "window_end", "value"
             )
+            n_results = results.count()  # the first action computes the micro-batch, into the cache
+            crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
             groups = frame.where(F.col("kind") == "group").select(
                 "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes", "bad_records"
             ).collect()
             dead_letters = self._bad_records(frame, batch, sum(r.bad_records for r in groups))
             self.job.sink.write(results, batch, self.job.windowed)
-            n_results = frame.where(F.col("kind") == "result").count()
         finally:
             frame.unpersist()
-        checkpoints = {row.grp: row.time_ms for row in groups if row.time_ms >= 0}
-        for row in groups:
-            if row.time_ms >= 0:
-                self.directory.store(row.grp).persist(row.time_ms, bytes(row.data))
-        clock_ms = self._advance_clock(checkpoints)
+        due = [row for row in groups if row.time_ms >= 0]
+        checkpoints = {row.grp: row.time_ms for row in due}
+        if due:
+            with ThreadPoolExecutor(min(len(due), _CHECKPOINT_WRITERS)) as writers:
+                # Waits for every write and raises the first failure: no clock without them.
+                for _ in writers.map(lambda row: self.directory.store(row.grp).persist(row.time_ms, bytes(row.data)), due):
+                    crash_point("checkpoints")
+        crash_point("clock")
+        clock_ms = self._advance_clock(checkpoints) if self.job.checkpoints else None
         if checkpoints:
             # Keep what the clock's history may still rewind to, drop the rest.
             oldest_ms = self.directory.clock.history()[0].clock_ms

@@ -1,4 +1,5 @@
-"""A SparkSession with the project's defaults (``conf/spark-defaults.conf``)."""
+"""A SparkSession with the project's defaults (``conf/spark-defaults.conf``), and where
+``conf/`` is."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ from pathlib import Path
 
 from persistent.environment import check_java
 
-__all__ = ["spark_session", "DEFAULTS_FILE"]
+__all__ = ["spark_session", "CONF_DIR", "DEFAULTS_FILE", "LOGGING_FILE"]
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+#: The project's configuration directory, beside the packages.
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+#: Spark properties for every job.
+DEFAULTS_FILE = CONF_DIR / "spark-defaults.conf"
+#: The driver's log4j2 configuration for ``persistent run``: warnings and errors only.
+LOGGING_FILE = CONF_DIR / "log4j2.properties"
 
 
 def _defaults() -> dict[str, str]:

@@ -16,11 +16,15 @@ from __future__ import annotations
 import os
 import sqlite3
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
+from persistent.faults import crash_point
 from state.fs import local_path
 
-__all__ = ["BatchId", "result_columns", "Sink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri"]
+__all__ = [
+    "BatchId", "result_columns", "Sink", "TransactionalSink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri",
+]
 
 
 @dataclass(frozen=True)
@@ -43,55 +47,127 @@ class Sink(ABC):
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         """Writes one micro-batch of results (a Spark DataFrame)."""
 
+    def check_fresh_start(self, spark) -> None:
+        """Called before a job starts with no checkpoint: raises ``ValueError`` when the
+        sink holds batches of an earlier run, whose batch ids this run would reuse."""
 
-class SQLiteSink(Sink):
-    """Upserts results into ``table`` of a SQLite database, with the batch marker in the
-    same transaction, so a replayed batch changes nothing."""
+
+class TransactionalSink(Sink):
+    """Upserts results into ``table`` of a SQL database, keyed by key (and window start
+    for windows), and records the batch's marker ``(table, generation, batch)`` in the
+    same transaction: a replayed batch finds its marker and changes nothing, and a
+    failed write leaves neither rows nor marker behind.
+
+    ``database`` names the database (a file path, a connection URI). A subclass opens
+    the transaction (``_transaction``) and names its placeholder and column types; the
+    statements are shared.
+    """
 
     MARKERS = "persistent_batches"
+    #: Name of the database in error messages.
+    DATABASE: str
+    #: Query parameter placeholder.
+    PLACEHOLDER: str
+    #: Column type by numpy dtype kind; other kinds are stored as ``TEXT``.
+    TYPES: dict[str, str]
 
-    def __init__(self, path: str, table: str = "results", key_column: str = "key", value_column: str = "value"):
+    def __init__(self, database: str, table: str = "results", key_column: str = "key", value_column: str = "value"):
         for name in (table, key_column, value_column):
             if not name.isidentifier():
-                raise ValueError(f"SQLite sink: {name!r} is not a valid table or column name")
-        self.path, self.table, self.key_column, self.value_column = path, table, key_column, value_column
+                raise ValueError(f"{self.DATABASE} sink: {name!r} is not a valid table or column name")
+        self.database, self.table, self.key_column, self.value_column = database, table, key_column, value_column
 
-    def _connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        return sqlite3.connect(self.path, timeout=60, isolation_level=None)
-
-    def _create(self, db: sqlite3.Connection, windowed: bool, value_type: str) -> None:
-        k, v = self.key_column, self.value_column
-        columns = f"{k}, window_start INTEGER, window_end INTEGER" if windowed else k
-        key = f"{k}, window_start" if windowed else k
-        db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ({columns}, {v} {value_type}, PRIMARY KEY ({key}))")
-        db.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.MARKERS} (generation INTEGER, batch INTEGER, "
-            "PRIMARY KEY (generation, batch))"
-        )
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager:
+        """A context manager giving a DB-API cursor in a transaction that commits when
+        the block ends and rolls back when it raises."""
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
-        frame = results.toPandas()
-        value_type = "INTEGER" if frame["value"].dtype.kind in "iu" else "REAL" if frame["value"].dtype.kind == "f" else "TEXT"
-        columns = result_columns(windowed)
-        rows = list(frame[columns].itertuples(index=False, name=None))
+        self.write_frame(results.toPandas(), batch, windowed)
+
+    def write_frame(self, frame, batch: BatchId, windowed: bool) -> None:
+        """Writes one micro-batch of results given as a pandas DataFrame."""
+        types = self._type(frame["key"]), self._type(frame["value"])
+        # Plain Python values (numpy's are not adaptable); the last row of a key wins.
+        keyed = ["key", "window_start"] if windowed else ["key"]
+        frame = frame[result_columns(windowed)].drop_duplicates(keyed, keep="last").astype(object)
+        rows = list(frame.itertuples(index=False, name=None))
+        with self._transaction() as db:
+            self._create_markers(db)
+            db.execute(
+                f"INSERT INTO {self.MARKERS} (sink, generation, batch) VALUES ({self._placeholders(3)}) "
+                "ON CONFLICT DO NOTHING",
+                (self.table, batch.generation, batch.batch),
+            )
+            if db.rowcount == 1 and rows:  # no marker yet: this batch was never written
+                # The table is created with the first results: an empty frame's types say nothing.
+                db.execute(self._create(windowed, *types))
+                self._upsert(db, rows, windowed)
+            crash_point("sink")
+
+    def check_fresh_start(self, spark) -> None:
+        with self._transaction() as db:
+            self._create_markers(db)
+            db.execute(f"SELECT 1 FROM {self.MARKERS} WHERE sink = {self.PLACEHOLDER} LIMIT 1", (self.table,))
+            if db.fetchone():
+                raise ValueError(
+                    f"{self.DATABASE} sink {self.database}: table {self.table} holds results of an earlier run "
+                    f"(rows with sink = '{self.table}' in {self.MARKERS}), and this job starts without a "
+                    f"checkpoint, so its batch ids would be taken for replays and skipped: drop table "
+                    f"{self.table} and delete those rows, or write to another table"
+                )
+
+    def _create_markers(self, db) -> None:
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.MARKERS} (sink TEXT, generation {self.TYPES['i']}, "
+            f"batch {self.TYPES['i']}, PRIMARY KEY (sink, generation, batch))"
+        )
+
+    def _upsert(self, db, rows: list[tuple], windowed: bool) -> None:
+        values = f"VALUES ({self._placeholders(len(self._names(windowed)))})"
+        db.executemany(self._upsert_statement(windowed, values), rows)
+
+    def _names(self, windowed: bool) -> list[str]:
         k, v = self.key_column, self.value_column
-        names = ", ".join([k, "window_start", "window_end", v] if windowed else [k, v])
+        return [k, "window_start", "window_end", v] if windowed else [k, v]
+
+    def _upsert_statement(self, windowed: bool, rows: str) -> str:
+        """Inserts ``rows`` (``VALUES ...`` or a ``SELECT``), replacing the values of keys
+        that are already there."""
+        k, v = self.key_column, self.value_column
         conflict = f"{k}, window_start" if windowed else k
-        db = self._connect()
+        return (
+            f"INSERT INTO {self.table} ({', '.join(self._names(windowed))}) {rows} "
+            f"ON CONFLICT ({conflict}) DO UPDATE SET {v} = excluded.{v}"
+        )
+
+    def _type(self, column) -> str:
+        return self.TYPES.get(column.dtype.kind, "TEXT")
+
+    def _placeholders(self, n: int) -> str:
+        return ", ".join([self.PLACEHOLDER] * n)
+
+    def _create(self, windowed: bool, key_type: str, value_type: str) -> str:
+        k, v, integer = self.key_column, self.value_column, self.TYPES["i"]
+        columns = f"{k} {key_type}, window_start {integer}, window_end {integer}" if windowed else f"{k} {key_type}"
+        key = f"{k}, window_start" if windowed else k
+        return f"CREATE TABLE IF NOT EXISTS {self.table} ({columns}, {v} {value_type}, PRIMARY KEY ({key}))"
+
+
+class SQLiteSink(TransactionalSink):
+    """A ``TransactionalSink`` on a SQLite database file (``database`` is its path)."""
+
+    DATABASE = "SQLite"
+    PLACEHOLDER = "?"
+    TYPES = {"i": "INTEGER", "u": "INTEGER", "f": "REAL", "b": "INTEGER"}
+
+    @contextmanager
+    def _transaction(self):
+        os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
+        db = sqlite3.connect(self.database, timeout=60, isolation_level=None)
         try:
             db.execute("BEGIN IMMEDIATE")
-            self._create(db, windowed, value_type)
-            done = db.execute(
-                f"SELECT 1 FROM {self.MARKERS} WHERE generation = ? AND batch = ?", (batch.generation, batch.batch)
-            ).fetchone()
-            if not done:
-                db.executemany(
-                    f"INSERT INTO {self.table} ({names}) VALUES ({', '.join('?' * len(columns))}) "
-                    f"ON CONFLICT ({conflict}) DO UPDATE SET {v} = excluded.{v}",
-                    [tuple(x.item() if hasattr(x, "item") else x for x in row) for row in rows],
-                )
-                db.execute(f"INSERT INTO {self.MARKERS} VALUES (?, ?)", (batch.generation, batch.batch))
+            yield db.cursor()
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -110,6 +186,15 @@ class ParquetSink(Sink):
     def __init__(self, directory: str, key_column: str = "key", value_column: str = "value"):
         self.directory = directory.rstrip("/")
         self.key_column, self.value_column = key_column, value_column
+
+    def check_fresh_start(self, spark) -> None:
+        from persistent.hadoop_fs import HadoopFileSystem
+
+        if HadoopFileSystem(spark, self.directory).list_names(self.directory):
+            raise ValueError(
+                f"Parquet sink: {self.directory} holds results of an earlier run, and this job starts "
+                f"without a checkpoint, so its batches would mix with them: empty it or write to another directory"
+            )
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
@@ -146,9 +231,13 @@ class ConsoleSink(Sink):
 
 
 def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", value_column: str = "value") -> Sink:
-    """``sqlite:///PATH``, ``console`` or a directory (Parquet)."""
+    """``sqlite:///PATH``, ``postgresql://...`` (a libpq URI), ``console`` or a directory (Parquet)."""
     if uri.startswith("sqlite://"):
         return SQLiteSink(uri[len("sqlite://") :], table, key_column, value_column)
+    if uri.startswith(("postgresql://", "postgres://")):
+        from persistent.postgres import PostgresSink
+
+        return PostgresSink(uri, table, key_column, value_column)
     if uri == "console":
         return ConsoleSink()
     return ParquetSink(uri, key_column, value_column)

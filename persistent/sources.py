@@ -72,8 +72,12 @@ class Source(ABC):
 
     def stream(self, spark, start_ms: int = 0):
         """The streaming DataFrame of messages from event time ``start_ms`` on."""
-        spark.dataSource.register(_FORMATS[self.format])
+        spark.dataSource.register(self.data_source())
         return spark.readStream.format(self.format).options(**self.options(start_ms)).load()
+
+    def data_source(self) -> type[DataSource]:
+        """The Python data source that reads this source."""
+        return _FORMATS[self.format]
 
 
 # -- generator ----------------------------------------------------------------------

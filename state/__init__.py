@@ -9,8 +9,11 @@ from state.errors import (
     ClockError,
     CorruptCheckpointError,
     MissingCheckpointError,
+    NoSpaceError,
+    NotWritableError,
     StateError,
     StateValueError,
+    StorageError,
 )
 from state.fs import FileSystem, LocalFileSystem
 from state.persistent_state import NonWindowState, PersistentState, WindowResult, WindowState
@@ -37,4 +40,7 @@ __all__ = [
     "CorruptCheckpointError",
     "MissingCheckpointError",
     "ClockError",
+    "StorageError",
+    "NoSpaceError",
+    "NotWritableError",
 ]

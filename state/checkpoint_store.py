@@ -31,6 +31,7 @@ __all__ = [
     "encode_record",
     "decode_record",
     "check_time_ms",
+    "describe_times",
     "MAGIC",
     "FORMAT_VERSION",
 ]
@@ -144,7 +145,7 @@ class CheckpointStore:
             held = self.times()
             raise MissingCheckpointError(
                 f"task {self.task!r} has no checkpoint at {timestamp_ms} ms: {path} does not exist "
-                f"(held: {_describe(held)}); {_RESTORE_OLDER}"
+                f"(held: {describe_times(held)}); {_RESTORE_OLDER}"
             ) from None
         found_ms, data = decode_record(raw, path)
         if found_ms != timestamp_ms:
@@ -184,7 +185,8 @@ class CheckpointStore:
             self.fs.delete(self.path(held_ms))
 
 
-def _describe(times_ms: list[int]) -> str:
+def describe_times(times_ms: list[int]) -> str:
+    """Checkpoint times for a message: all of them when few, else how many and the range."""
     if not times_ms:
         return "none"
     if len(times_ms) <= 5:

@@ -5,6 +5,7 @@ strings and integers alike); numbers as big-endian numpy arrays."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 
 import numpy as np
 import pyarrow as pa
@@ -26,18 +27,19 @@ def pack(magic: bytes, version: int, sections: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def unpack(magic: bytes, version: int, data: bytes, what: str) -> list[bytes]:
-    """The sections of ``data`` framed by ``pack``; ``CorruptCheckpointError`` naming
-    ``what`` when the magic, version or lengths do not match."""
+def unpack(magic: bytes, versions: Collection[int], data: bytes, what: str) -> tuple[int, list[bytes]]:
+    """The version and sections of ``data`` framed by ``pack``; ``CorruptCheckpointError``
+    naming ``what`` when the magic or lengths do not match or the version is not in ``versions``."""
     data = bytes(data)
     if len(data) < _FRAME.size:
         raise CorruptCheckpointError(f"{what}: {len(data)} bytes are too short to hold a state")
     found, found_version, count = _FRAME.unpack_from(data, 0)
     if found != magic:
         raise CorruptCheckpointError(f"{what}: not a {magic.decode()} state (starts with {found!r})")
-    if found_version != version:
+    if found_version not in versions:
+        readable = " or ".join(map(str, sorted(versions)))
         raise CorruptCheckpointError(
-            f"{what}: state format version {found_version}, this code reads version {version}"
+            f"{what}: state format version {found_version}, this code reads version {readable}"
         )
     sections, offset = [], _FRAME.size
     for _ in range(count):
@@ -51,7 +53,7 @@ def unpack(magic: bytes, version: int, data: bytes, what: str) -> list[bytes]:
         offset += length
     if offset != len(data):
         raise CorruptCheckpointError(f"{what}: {len(data) - offset} unexpected bytes after the state")
-    return sections
+    return found_version, sections
 
 
 def keys_to_bytes(keys: np.ndarray) -> bytes:

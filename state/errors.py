@@ -13,6 +13,9 @@ __all__ = [
     "CorruptCheckpointError",
     "MissingCheckpointError",
     "ClockError",
+    "StorageError",
+    "NoSpaceError",
+    "NotWritableError",
 ]
 
 
@@ -38,3 +41,50 @@ class MissingCheckpointError(CheckpointError):
 
 class ClockError(CheckpointError):
     """The clock would move backwards, names checkpoints that are not durable, or is corrupt."""
+
+
+class StorageError(CheckpointError):
+    """The storage refused to ``action`` (read, write, delete, ...) ``path``.
+
+    ``detail`` holds the file system's own words. A failed write leaves ``path``
+    as it was: writes are atomic, and their temporary file is removed.
+    """
+
+    def __init__(self, action: str, path: str, detail: str) -> None:
+        self.action, self.path, self.detail = action, path, detail
+        head, slash, _ = path.rstrip("/").rpartition("/")
+        self.directory = head or slash or "."
+        unchanged = f"; {path} is unchanged" if action == "write" else ""
+        super().__init__(f"cannot {action} {path}: {self._problem()}; {self._remedy()}{unchanged}")
+
+    def __reduce__(self):
+        return type(self), (self.action, self.path, self.detail)
+
+    def _problem(self) -> str:
+        return self.detail
+
+    def _remedy(self) -> str:
+        return f"check the file system holding {self.directory}, then retry"
+
+
+class NoSpaceError(StorageError):
+    """The file system holding ``path`` is full (or a quota is exhausted)."""
+
+    def _problem(self) -> str:
+        return f"no space left on the file system holding {self.directory} ({self.detail})"
+
+    def _remedy(self) -> str:
+        return "free space there (or move the checkpoint directory to a larger file system), then retry"
+
+
+class NotWritableError(StorageError):
+    """The directory of ``path`` is not writable: read-only, permissions, immutable."""
+
+    def _problem(self) -> str:
+        return f"{self.directory} is not writable ({self.detail})"
+
+    def _remedy(self) -> str:
+        return (
+            "make it writable for the user running the job (remount it read-write, or fix its "
+            "permissions, owner or immutable attribute), then retry"
+        )

@@ -7,17 +7,35 @@ work unchanged on ``hdfs://`` (and every other scheme Hadoop knows).
 Paths are strings joined with ``/``. Writes are atomic: ``write_atomic`` writes to a
 temporary name in the same directory, makes it durable, then renames it over the
 target, so a reader sees the old bytes or the new bytes, never a torn file.
+
+When the storage refuses a write or a delete, the file system raises an ``OSError``
+naming the path, and a failed write leaves the target as it was. ``LocalFileSystem``
+(and the Spark runtime's ``persistent.hadoop_fs.HadoopFileSystem``) raise
+``StorageError`` for it: ``NoSpaceError`` when the file system is full,
+``NotWritableError`` when the directory is read-only or not permitted; and a failed
+write removes its temporary file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlparse
 
-__all__ = ["FileSystem", "LocalFileSystem", "local_path", "TEMP_PREFIX"]
+from state.errors import NoSpaceError, NotWritableError, StorageError
+
+__all__ = [
+    "FileSystem",
+    "LocalFileSystem",
+    "local_path",
+    "TEMP_PREFIX",
+    "storage_error",
+]
 
 #: Names starting with this are temporary files of unfinished atomic writes.
 TEMP_PREFIX = ".tmp-"
@@ -40,7 +58,10 @@ class FileSystem(ABC):
 
     @abstractmethod
     def write_atomic(self, path: str, data: bytes) -> None:
-        """Replaces ``path`` with ``data`` atomically and durably; creates parent directories."""
+        """Replaces ``path`` with ``data`` atomically and durably; creates parent directories.
+
+        Raises an ``OSError`` naming ``path`` when the storage refuses; ``path`` is then unchanged.
+        """
 
     @abstractmethod
     def exists(self, path: str) -> bool:
@@ -52,15 +73,55 @@ class FileSystem(ABC):
 
     @abstractmethod
     def delete(self, path: str) -> None:
-        """Removes the file or directory tree ``path``; nothing happens when it does not exist."""
+        """Removes the file or directory tree ``path``; nothing happens when it does not exist.
+
+        Raises an ``OSError`` naming ``path`` when the storage refuses.
+        """
 
     @abstractmethod
     def mkdirs(self, path: str) -> None:
-        """Creates directory ``path`` and its parents."""
+        """Creates directory ``path`` and its parents; an ``OSError`` naming it when the storage refuses."""
 
     def join(self, *parts: str) -> str:
         """``parts`` joined with ``/``."""
         return "/".join([parts[0].rstrip("/"), *(p.strip("/") for p in parts[1:])])
+
+
+# How the OS (its messages, also inside Java's) and Hadoop (its exception classes) say
+# that a file system is full, or that it refuses writes.
+_NO_SPACE = [os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT), "QuotaExceededException"]
+_NOT_WRITABLE = [
+    *(os.strerror(code) for code in (errno.EROFS, errno.EACCES, errno.EPERM)),
+    "AccessControlException",
+    "SafeModeException",
+]
+
+
+# Only refusals to change files can mean a full or read-only file system.
+_CHANGES = ("write", "delete", "create directory")
+
+
+def storage_error(action: str, path: str, detail: str) -> StorageError:
+    """The error for the storage refusing to ``action`` ``path``, in the file system's words ``detail``.
+
+    For an action that changes files (write, delete, create directory): ``NoSpaceError``
+    or ``NotWritableError`` when ``detail`` says so. Otherwise ``StorageError``.
+    """
+    if action in _CHANGES:
+        if any(sign in detail for sign in _NO_SPACE):
+            return NoSpaceError(action, path, detail)
+        if any(sign in detail for sign in _NOT_WRITABLE):
+            return NotWritableError(action, path, detail)
+    return StorageError(action, path, detail)
+
+
+@contextmanager
+def _refusals(action: str, path: str) -> Iterator[None]:
+    """Raises an ``OSError`` of the block as the ``StorageError`` for ``action`` on ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        raise storage_error(action, path, exc.strerror or str(exc)) from exc
 
 
 class LocalFileSystem(FileSystem):
@@ -73,23 +134,24 @@ class LocalFileSystem(FileSystem):
     def write_atomic(self, path: str, data: bytes) -> None:
         target = local_path(path)
         directory = os.path.dirname(target) or "."
-        os.makedirs(directory, exist_ok=True)
-        temp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{os.path.basename(target)}")
-        try:
-            with open(temp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            if os.path.exists(temp):
-                os.unlink(temp)
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        with _refusals("write", path):
+            os.makedirs(directory, exist_ok=True)
+            temp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{os.path.basename(target)}")
+            try:
+                with open(temp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(temp, target)
+            except BaseException:
+                if os.path.exists(temp):
+                    os.unlink(temp)
+                raise
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))
@@ -102,10 +164,12 @@ class LocalFileSystem(FileSystem):
 
     def delete(self, path: str) -> None:
         target = local_path(path)
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        elif os.path.lexists(target):
-            os.unlink(target)
+        with _refusals("delete", path):
+            if os.path.isdir(target):
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                os.unlink(target)
 
     def mkdirs(self, path: str) -> None:
-        os.makedirs(local_path(path), exist_ok=True)
+        with _refusals("create directory", path):
+            os.makedirs(local_path(path), exist_ok=True)

@@ -25,6 +25,10 @@ Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
 the results they would change are already published.
 
+The encoding (format 2) also names the monoid (``Monoid.identity()``), the window
+and the checkpoint interval, so ``KeyedTable.read`` decodes a checkpoint without the
+task that wrote it. ``decode`` still reads format 1, which named none of them.
+
 Every operation replaces the columns with new arrays and never writes into them, so
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
 """
@@ -32,13 +36,14 @@ Every operation replaces the columns with new arrays and never writes into them,
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from monoids.base import Monoid, MonoidError
+from monoids.base import Monoid, MonoidError, from_identity
 from state import codec
 from state.checkpoint_manager import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
@@ -51,7 +56,9 @@ __all__ = ["KeyedTable", "COMMITTED", "WindowResults"]
 COMMITTED = -1
 
 _MAGIC = b"PKTB"
-_VERSION = 1
+_VERSION = 2
+#: Sections per readable format version: meta, keys, buckets, values (and, from 2, the description).
+_SECTIONS = {1: 4, 2: 5}
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,13 @@ class KeyedTable:
 
     def checkpoint(self, timestamp_ms: int) -> bytes:
         """Encodes the state at ``timestamp_ms`` (rows before it) and seals it."""
+        self.seal(timestamp_ms)
+        return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
+
+    def seal(self, timestamp_ms: int) -> None:
+        """What ``checkpoint`` does to the table, without encoding it: folds the rows
+        before ``timestamp_ms`` (or prunes panes no open window needs) and makes
+        messages before it late."""
         timestamp_ms = check_time_ms(timestamp_ms)
         if timestamp_ms % self.interval_ms or timestamp_ms <= self.checkpoint_ms:
             raise StateValueError(
@@ -251,7 +265,6 @@ class KeyedTable:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
         self.checkpoint_ms = timestamp_ms
-        return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
     def _refold(self) -> None:
         """Folds rows that share (key, bucket) after buckets were rewritten."""
@@ -281,6 +294,8 @@ class KeyedTable:
 
     def _encode(self, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
         meta = np.array([checkpoint_ms, emitted_ms, self.late_count, self.bucket_ms], dtype=np.int64)
+        window = self.window and {"size_ms": self.window.size_ms, "step_ms": self.window.step_ms}
+        description = {"monoid": self.monoid.identity(), "window": window, "interval_ms": self.interval_ms}
         return codec.pack(
             _MAGIC,
             _VERSION,
@@ -289,19 +304,59 @@ class KeyedTable:
                 codec.keys_to_bytes(self.keys[rows]),
                 codec.ints_to_bytes(self.buckets[rows]),
                 self.monoid.encode_column(self.values[rows]),
+                json.dumps(description, sort_keys=True).encode(),
             ],
         )
+
+    @staticmethod
+    def _unpack(data: bytes, what: str) -> tuple[int, list[bytes]]:
+        version, sections = codec.unpack(_MAGIC, _SECTIONS, data, what)
+        if len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8:
+            raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
+        return version, sections
 
     @classmethod
     def decode(
         cls, data: bytes, monoid: Monoid, interval_ms: int, window: Window | None = None, what: str = "table"
     ) -> KeyedTable:
         """A table from ``encode`` (or ``checkpoint``) bytes of an equal monoid and window."""
+        _, sections = cls._unpack(data, what)
+        return cls._from_sections(sections, monoid, interval_ms, window, what)
+
+    @classmethod
+    def read(cls, data: bytes, what: str = "table") -> KeyedTable:
+        """A table from ``encode`` or ``checkpoint`` bytes alone, with the monoid, window
+        and checkpoint interval they name.
+
+        The monoid is rebuilt with ``monoids.from_identity``: one defined outside
+        ``monoids`` must be imported first. Raises ``CorruptCheckpointError`` for
+        damaged bytes and ``StateValueError`` when the monoid cannot be rebuilt or the
+        bytes are of format 1, which does not name its monoid (use ``decode``).
+        """
+        version, sections = cls._unpack(data, what)
+        if version == 1:
+            raise StateValueError(
+                f"{what} is in table format 1, which does not name its monoid; decode it with the "
+                "task's monoid and window (KeyedTable.decode)"
+            )
+        try:
+            description = json.loads(sections[4])
+            identity, interval_ms = description["monoid"], check_interval_ms(description["interval_ms"])
+            window = description["window"] and Window(**description["window"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptCheckpointError(f"{what}: the description of the table is unreadable ({exc!r})") from exc
+        try:
+            monoid = from_identity(identity)
+        except MonoidError as exc:
+            raise StateValueError(f"{what}: {exc}") from exc
+        return cls._from_sections(sections, monoid, interval_ms, window, what)
+
+    @classmethod
+    def _from_sections(
+        cls, sections: list[bytes], monoid: Monoid, interval_ms: int, window: Window | None, what: str
+    ) -> KeyedTable:
         table = cls(monoid, interval_ms, window)
-        sections = codec.unpack(_MAGIC, _VERSION, data, what)
-        if len(sections) != 4 or len(sections[0]) != 32 or len(sections[2]) % 8:
-            raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
-        meta, keys, buckets, values = sections
+        meta, keys, buckets, values = sections[:4]
         checkpoint_ms, emitted_ms, late_count, bucket_ms = codec.ints_from_bytes(meta).tolist()
         if bucket_ms != table.bucket_ms:
             raise CorruptCheckpointError(

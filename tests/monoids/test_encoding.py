@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from monoids import (
     Last,
     MapMonoid,
     Max,
+    Monoid,
     Min,
     Moments,
     Product,
@@ -18,6 +21,7 @@ from monoids import (
     Sum,
     Timestamped,
     TopK,
+    from_identity,
 )
 
 HEADER_SIZE = 25
@@ -151,3 +155,77 @@ def test_product_columns_encode_as_one_column_per_component():
     product = Product(Sum(), Max(float))
     data = product.encode_column(product.column([(1, 2.0), (3, 4.0)]))
     assert len(data) == HEADER_SIZE + 2 * (4 + 8 + 16)
+
+
+# -- identities ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("monoid, sample", SAMPLES, ids=IDS)
+def test_every_built_in_monoid_is_rebuilt_from_its_identity_as_json(monoid, sample):
+    rebuilt = from_identity(json.loads(json.dumps(monoid.identity())))
+    assert rebuilt == monoid
+    value = sample(monoid)
+    assert monoid.equivalent(rebuilt.decode(monoid.encode(value)), value)
+
+
+class Text(Monoid):
+    """Concatenated strings; without a ``name`` of its own, so no monoid is named by it."""
+
+    def zero(self):
+        return ""
+
+    def plus(self, a, b):
+        return a + b
+
+    def _encode_payload(self, value):
+        return value.encode()
+
+    def _decode_payload(self, data):
+        return data.decode()
+
+
+def test_a_monoid_defined_outside_the_package_is_found_by_name():
+    class Appending(Text):
+        name = "test-identity-appending"
+
+    assert type(from_identity(Appending().identity())) is Appending
+
+
+def test_redefining_a_monoid_class_replaces_it():
+    def define():
+        class Redefined(Text):
+            name = "test-identity-redefined"
+
+        return Redefined
+
+    define()
+    newest = define()
+    assert type(from_identity(newest().identity())) is newest
+
+
+def test_rebuilding_a_monoid_whose_name_two_classes_use_fails():
+    class One(Text):
+        name = "test-identity-twice"
+
+    class Two(Text):
+        name = "test-identity-twice"
+
+    with pytest.raises(EncodingError, match="'test-identity-twice' is defined more than once"):
+        from_identity(Two().identity())
+
+
+@pytest.mark.parametrize(
+    ("identity", "message"),
+    [
+        ({"name": "no-such-monoid", "version": 1, "params": {}}, "no monoid named 'no-such-monoid'"),
+        ({"name": "sum", "version": 2, "params": {"kind": "int"}}, "describes itself as"),
+        ({"name": "sum", "version": 1, "params": {"kind": "complex"}}, "cannot rebuild monoid 'sum'"),
+        ({"name": "hyperloglog", "version": 1, "params": {"bits": 3}}, "cannot rebuild monoid 'hyperloglog'"),
+        ({"name": "map", "version": 1, "params": {"values": {"name": "nope"}}}, "cannot rebuild monoid 'map'"),
+        ({"version": 1}, "does not describe a monoid"),
+        ("sum", "does not describe a monoid"),
+    ],
+)
+def test_rebuilding_from_a_bad_identity_fails_naming_it(identity, message):
+    with pytest.raises(EncodingError, match=message):
+        from_identity(identity)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monoids import Count, Sum
-from persistent import PersistentTask, TaskDefinitionError
+from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.testing import TaskTester
 from state import NonWindowState, Window, WindowState
 
@@ -112,3 +112,20 @@ def test_an_idle_group_checkpoints_from_the_watermark_alone():
     tester.advance_watermark(150)
     tester.advance_watermark(420)
     assert sorted(tester.checkpoints) == [100, 400]
+
+
+@given(messages_strategy)
+@settings(max_examples=30, deadline=None)
+def test_a_group_without_checkpoints_gives_the_same_results_and_no_checkpoint_bytes(messages):
+    ordered = pd.DataFrame(sorted(messages, key=lambda m: m[1]), columns=["key", "timestamp", "value"])
+    groups = {taken: KeyGroup(WindowSum(), 100) for taken in (True, False)}
+    outputs = {taken: [] for taken in groups}
+    for watermark in (100, 250, 400, 600):
+        for taken, group in groups.items():
+            group.apply(ordered[(ordered["timestamp"] >= watermark - 150) & (ordered["timestamp"] < watermark)])
+            outputs[taken].append(group.advance(watermark, checkpoint=taken))
+    assert all(checkpoint is None for _, checkpoint in outputs[False])
+    assert [t for _, (t, _) in outputs[True]] == [100, 200, 400, 600]
+    for (with_results, _), (without_results, _) in zip(outputs[True], outputs[False]):
+        pd.testing.assert_frame_equal(with_results, without_results)
+    assert groups[False].encode() == groups[True].encode()

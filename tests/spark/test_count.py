@@ -77,3 +77,8 @@ def test_parquet_files_in_parquet_results_out(spark, tmp_path):
     final = job.sink.read()
     assert list(final.columns) == ["key", "count"]
     assert dict(zip(final["key"], final["count"])) == dict(pd.Series(keys).value_counts())
+
+    # A new checkpoint directory into the same output would reuse its batch ids: refused.
+    args.checkpoint = str(tmp_path / "another-ck")
+    with pytest.raises(ValueError, match="holds results of an earlier run"):
+        count.build_job(args).start(spark)

@@ -375,6 +375,25 @@ def test_checkpoint_folds_the_rows_before_it_into_one_committed_row_per_key():
     assert totals(table) == {"a": 27, "b": 4}
 
 
+@pytest.mark.parametrize("window", [None, Window(300, 100)])
+def test_seal_changes_the_table_as_a_checkpoint_does(window):
+    messages = [("a", 10, 1), ("a", 120, 2), ("b", 250, 4), ("a", 310, 8), ("b", 520, 16)]
+    checkpointed, sealed = table_of(window=window), table_of(window=window)
+    for table in (checkpointed, sealed):
+        apply(table, messages)
+        if window:
+            table.close_windows(400)
+    checkpointed.checkpoint(400)
+    assert sealed.seal(400) is None
+    assert state_of(sealed) == state_of(checkpointed)
+    for table in (checkpointed, sealed):
+        apply(table, [("a", 399, 32), ("a", 400, 64)])
+    assert state_of(sealed) == state_of(checkpointed)
+    assert sealed.late_count == 1
+    with pytest.raises(StateValueError, match="after the last checkpoint 400"):
+        sealed.seal(400)
+
+
 def test_recover_replaces_the_state_and_seals_the_checkpoint_time():
     table = table_of()
     apply(table, [("a", 10, 1), ("b", 150, 2)])
@@ -512,16 +531,17 @@ def _sample_bytes() -> bytes:
 
 
 def _sections() -> list[bytes]:
-    return codec.unpack(b"PKTB", 1, _sample_bytes(), "test")
+    version, sections = codec.unpack(b"PKTB", (2,), _sample_bytes(), "test")
+    return sections
 
 
-def _repack(sections) -> bytes:
-    return codec.pack(b"PKTB", 1, sections)
+def _repack(sections, version=2) -> bytes:
+    return codec.pack(b"PKTB", version, sections)
 
 
 def _corruptions():
     data = _sample_bytes()
-    meta, keys, buckets, values = _sections()
+    meta, keys, buckets, values, description = _sections()
     yield "empty", b""
     yield "header only", data[:10]
     for cut in (1, 9, len(data) // 2, len(data) - 1):
@@ -529,15 +549,17 @@ def _corruptions():
     yield "trailing bytes", data + b"\0"
     yield "another magic", b"XXXX" + data[4:]
     yield "another version", data[:4] + b"\x00\x09" + data[6:]
-    yield "three sections", _repack([meta, keys, buckets])
-    yield "five sections", _repack([meta, keys, buckets, values, b""])
-    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values])
-    yield "torn meta", _repack([meta[:20], keys, buckets, values])
-    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values])
-    yield "torn buckets", _repack([meta, keys, buckets[:-3], values])
-    yield "one bucket short", _repack([meta, keys, buckets[:-8], values])
-    yield "values of another monoid", _repack([meta, keys, buckets, Max().encode_column(np.array([1, 2, 3]))])
-    yield "torn values", _repack([meta, keys, buckets, values[:-3]])
+    yield "four sections", _repack([meta, keys, buckets, values])
+    yield "six sections", _repack([meta, keys, buckets, values, description, b""])
+    yield "format 1 with five sections", _repack([meta, keys, buckets, values, description], version=1)
+    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values, description])
+    yield "torn meta", _repack([meta[:20], keys, buckets, values, description])
+    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values, description])
+    yield "torn buckets", _repack([meta, keys, buckets[:-3], values, description])
+    yield "one bucket short", _repack([meta, keys, buckets[:-8], values, description])
+    other_values = Max().encode_column(np.array([1, 2, 3]))
+    yield "values of another monoid", _repack([meta, keys, buckets, other_values, description])
+    yield "torn values", _repack([meta, keys, buckets, values[:-3], description])
 
 
 @pytest.mark.parametrize(("what", "data"), list(_corruptions()), ids=[w for w, _ in _corruptions()])
@@ -563,6 +585,57 @@ def test_recovering_damaged_bytes_raises_and_keeps_the_state(what, data):
 def test_decoding_bytes_written_with_another_bucket_size_raises(interval, window):
     with pytest.raises(CorruptCheckpointError, match="buckets"):
         KeyedTable.decode(_sample_bytes(), Sum(), interval, window)
+
+
+@pytest.mark.parametrize(
+    ("monoid", "window", "values"),
+    [
+        (Sum(), None, [1, 2, 4]),
+        (monoids.Averaged(), Window(300, 100), [monoids.Averaged().prepare(v) for v in (1.0, 2.0, 4.0)]),
+        (monoids.MapMonoid(Max(float)), Window(200), [{"x": 1.0}, {"y": 2.0}, {"x": 4.0}]),
+    ],
+    ids=["sum", "averaged-sliding", "map-tumbling"],
+)
+def test_read_decodes_a_checkpoint_without_the_task_from_what_it_names(monoid, window, values):
+    table = table_of(monoid, window=window)
+    apply(table, [("a", 10, values[0]), ("b", 120, values[1]), ("a", 250, values[2])])
+    data = table.checkpoint(200)
+    read = KeyedTable.read(data, "checkpoint")
+    assert (read.monoid, read.window, read.interval_ms, len(read)) == (monoid, window, INTERVAL, 2)
+    assert state_of(read) == state_of(KeyedTable.decode(data, monoid, INTERVAL, window))
+
+
+def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
+    meta, keys, buckets, values, _ = _sections()
+    old = _repack([meta, keys, buckets, values], version=1)
+    current = KeyedTable.decode(_sample_bytes(), Sum(), INTERVAL)
+    assert len(current) and state_of(KeyedTable.decode(old, Sum(), INTERVAL)) == state_of(current)
+    with pytest.raises(StateValueError, match="format 1, which does not name its monoid"):
+        KeyedTable.read(old, "old checkpoint")
+
+
+@pytest.mark.parametrize(
+    ("description", "error", "message"),
+    [
+        (b"not json", CorruptCheckpointError, "description of the table is unreadable"),
+        (b'{"monoid": {"name": "sum", "version": 1, "params": {}}}', CorruptCheckpointError, "interval_ms"),
+        (
+            b'{"interval_ms": 100, "window": {"size_ms": -5}, "monoid": {}}',
+            CorruptCheckpointError,
+            "description of the table is unreadable",
+        ),
+        (
+            b'{"interval_ms": 100, "window": null, "monoid": {"name": "gone", "version": 1, "params": {}}}',
+            StateValueError,
+            "no monoid named 'gone'",
+        ),
+    ],
+)
+def test_read_of_a_damaged_or_unknown_description_raises_naming_the_table(description, error, message):
+    meta, keys, buckets, values, _ = _sections()
+    with pytest.raises(error, match=message) as raised:
+        KeyedTable.read(_repack([meta, keys, buckets, values, description]), "checkpoint X")
+    assert "checkpoint X" in str(raised.value)
 
 
 def test_decoding_bytes_of_another_monoid_raises():

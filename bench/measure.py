@@ -1,0 +1,164 @@
+"""What a run measures: per-batch times from Spark's query progress, peak memory,
+and the bytes a checkpoint directory holds."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+
+__all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize"]
+
+_MB = 1024 * 1024
+
+
+@dataclass
+class Batch:
+    """One micro-batch (or Bytewax epoch): its input rows, its time and where it went."""
+
+    rows: int
+    ms: float
+    #: Spark's ``durationMs`` parts (addBatch, getBatch, queryPlanning, walCommit, ...).
+    parts: dict[str, float] = field(default_factory=dict)
+    #: Wall-clock end of the batch (seconds since the epoch).
+    end_s: float = 0.0
+
+
+@dataclass
+class RunResult:
+    """One implementation run over one data set."""
+
+    name: str
+    distribution: str
+    keys: int
+    batch_rows: int
+    rows: int = 0
+    rows_per_s: float = 0.0
+    median_batch_ms: float = 0.0
+    peak_driver_mb: float | None = None
+    peak_worker_mb: float | None = None
+    checkpoint_bytes_per_batch: float | None = None
+    #: Bytes on disk by part of the checkpoint directory (``spark``, ``checkpoints``, ``clock``, ...).
+    checkpoint_bytes: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    ratio: float | None = None
+    #: The run this one is compared with (``ratio``).
+    baseline: str | None = None
+    batches: list[Batch] = field(default_factory=list)
+    #: Mean of each ``durationMs`` part over the measured batches.
+    mean_parts_ms: dict[str, float] = field(default_factory=dict)
+    #: The machine's 1-minute load average at the end of the run (other processes count too).
+    load_average: float = 0.0
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def batches_of(query) -> list[Batch]:
+    """The micro-batches of a finished Spark query, from its recent progress."""
+    out = []
+    for progress in query.recentProgress:
+        durations = dict(progress.durationMs)
+        total = float(durations.pop("triggerExecution", 0))
+        start = datetime.fromisoformat(progress.timestamp.replace("Z", "+00:00")).timestamp()
+        parts = {k: float(v) for k, v in durations.items()}
+        for operator in progress.stateOperators:
+            # Inside addBatch: the stateful operator's state updates and state store commit.
+            parts["state update"] = parts.get("state update", 0.0) + operator.allUpdatesTimeMs
+            parts["state commit"] = parts.get("state commit", 0.0) + operator.commitTimeMs
+        out.append(Batch(int(progress.numInputRows), total, parts, start + total / 1000))
+    return out
+
+
+def summarize(result: RunResult, batches: list[Batch]) -> RunResult:
+    """Fills the rates of ``result``: the first batch with input (start-up, Python
+    workers, code generation) is left out unless it is the only one."""
+    result.batches = batches
+    result.rows = sum(b.rows for b in batches)
+    result.load_average = round(os.getloadavg()[0], 2)
+    first = next((i for i, b in enumerate(batches) if b.rows), None)
+    if first is None:
+        return result
+    measured = batches[first + 1:] if any(b.rows for b in batches[first + 1:]) else batches[first:]
+    rows, ms = sum(b.rows for b in measured), sum(b.ms for b in measured)
+    result.rows_per_s = rows / ms * 1000 if ms else 0.0
+    with_rows = [b for b in measured if b.rows]
+    result.median_batch_ms = statistics.median(b.ms for b in with_rows)
+    parts = sorted({p for b in with_rows for p in b.parts})
+    result.mean_parts_ms = {p: statistics.fmean(b.parts.get(p, 0.0) for b in with_rows) for p in parts}
+    return result
+
+
+def directory_bytes(root: str) -> dict[str, int]:
+    """Bytes of the files under each top-level entry of ``root``."""
+    sizes: dict[str, int] = {}
+    if not os.path.isdir(root):
+        return sizes
+    for entry in os.scandir(root):
+        total = 0
+        if entry.is_dir():
+            for folder, _, names in os.walk(entry.path):
+                total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
+        else:
+            total = entry.stat().st_size
+        sizes[entry.name] = total
+    return sizes
+
+
+class MemorySampler:
+    """Samples, a few times a second, the JVM's used heap plus this process's RSS
+    (``driver``: in local mode the JVM also runs the executors' JVM side) and the
+    summed RSS of the Python worker processes under the JVM (``workers``)."""
+
+    def __init__(self, spark=None, interval_s: float = 0.2):
+        import psutil
+
+        self._psutil = psutil
+        self.interval_s = interval_s
+        self._runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime() if spark else None
+        self._me = self._psutil.Process()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.driver_mb = 0.0
+        self.workers_mb = 0.0
+
+    def _jvm_used(self) -> int:
+        if self._runtime is None:
+            return 0
+        return self._runtime.totalMemory() - self._runtime.freeMemory()
+
+    def _workers_rss(self) -> int:
+        total = 0
+        for child in self._me.children(recursive=True):
+            try:
+                if child.name().startswith("python"):
+                    total += child.memory_info().rss
+            except self._psutil.Error:
+                pass
+        return total
+
+    def sample(self) -> None:
+        driver = (self._jvm_used() + self._me.memory_info().rss) / _MB
+        self.driver_mb = max(self.driver_mb, driver)
+        self.workers_mb = max(self.workers_mb, self._workers_rss() / _MB)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self) -> MemorySampler:
+        if self._runtime is not None:
+            self._runtime.gc()
+        self.sample()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()

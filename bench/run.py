@@ -1,0 +1,241 @@
+"""Benchmark: keyed count and sum over the same events, native Spark against this
+project's tasks (and a Python peer), with checkpointing on and a no-op sink.
+
+    python bench/run.py [--events N] [--keys 1000,100000] [--batch-rows N] [--only NAME,...] [--out DIR]
+
+The input is generated once (Parquet, one file per micro-batch) and every
+implementation reads it with Spark's file source, one file per trigger, in this
+one process and SparkSession. Prints a table and writes ``DIR/results.json``,
+``DIR/throughput.png`` and ``DIR/latency.png``. Spark runs hold the machine-wide
+lock ``$PERSISTENT_SPARK_LOCK`` (default ``/tmp/persistent-spark.lock``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import peer, report  # noqa: E402
+from bench.data import BATCH_SPAN_MS, ZIPF_EXPONENT, Dataset, generate  # noqa: E402
+from bench.measure import RunResult  # noqa: E402
+
+#: Implementations, in the order they run over each data set.
+NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "window", "native-window",
+         "recovery", "bytewax")
+#: Implementations that also run over skewed keys.
+SKEWED = ("native", "vectorized", "bytewax")
+#: Key counts at which the restart of the vectorized job is timed.
+RECOVERY_KEYS = (100_000, 1_000_000)
+#: What each implementation is compared with.
+BASELINES = {"window": "native-window"}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, default=800_000, help="events per data set (default %(default)s)")
+    p.add_argument("--keys", default="1000,100000,1000000", help="distinct key counts, comma-separated")
+    p.add_argument("--skewed-keys", default="100000",
+                   help=f"key counts that also run with skewed keys ({', '.join(SKEWED)}); empty for none")
+    p.add_argument("--batch-rows", type=int, default=200_000, help="events per micro-batch (one file)")
+    p.add_argument("--per-key-batches", type=int, default=2,
+                   help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
+    p.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
+    p.add_argument("--out", default="bench/results", help="directory for results.json and the plots")
+    p.add_argument("--work", help="directory for input and checkpoints (default: a temporary one, removed)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default %(default)s)")
+    return p
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+def _versions() -> dict:
+    import numpy
+    import pandas
+    import pyarrow
+    import pyspark
+
+    versions = {"python": platform.python_version(), "pyspark": pyspark.__version__,
+                "pandas": pandas.__version__, "pyarrow": pyarrow.__version__, "numpy": numpy.__version__}
+    if peer.available():
+        from importlib.metadata import version
+
+        versions["bytewax"] = version("bytewax")
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    versions["java"] = java[0] if java else "?"
+    return versions
+
+
+def _machine() -> dict:
+    model = "?"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    import psutil
+
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "system": platform.platform()}
+
+
+def _targets(results: list[RunResult]) -> list[dict]:
+    """The project's targets, as measured (reported, not asserted)."""
+
+    def find(name, keys, distribution="uniform"):
+        return next((r for r in results if r.name == name and r.keys == keys and r.distribution == distribution), None)
+
+    out = []
+
+    def target(what, value, goal, higher_is_better=True):
+        if value is not None:
+            met = value >= goal if higher_is_better else value <= goal
+            out.append({"target": what, "measured": round(value, 3), "goal": goal, "met": met})
+
+    def ratio(a, b):
+        return a.rows_per_s / b.rows_per_s if a and b and a.rows_per_s and b.rows_per_s else None
+
+    v, n = find("vectorized", 100_000), find("native", 100_000)
+    target("vectorized / native rows/s at 100,000 keys", ratio(v, n), 0.8)
+    m, k = find("per-message", 100_000), find("per-key", 100_000)
+    target("per-message / native rows/s at 100,000 keys", ratio(m, n), 0.3)
+    target("per-message / per-key applyInPandasWithState rows/s at 100,000 keys", ratio(m, k), 10)
+    for name in ("vectorized", "native"):
+        big, mid = find(name, 1_000_000), find(name, 100_000)
+        if big and mid and mid.median_batch_ms:
+            target(f"{name}: median batch time at 1,000,000 keys / at 100,000 keys",
+                   big.median_batch_ms / mid.median_batch_ms, 3, higher_is_better=False)
+    for keys in sorted({r.keys for r in results}):
+        off, on = find("no-checkpoints", keys), find("vectorized", keys)
+        cost = ratio(off, on)
+        target(f"cost of checkpoints and clock at {keys:,} keys (rows/s off / on - 1)",
+               None if cost is None else cost - 1, 0.10, higher_is_better=False)
+    for keys in sorted({r.keys for r in results}):
+        target(f"window / native window rows/s at {keys:,} keys", ratio(find("window", keys), find("native-window", keys)),
+               0.8)
+    return out
+
+
+def run(args) -> int:
+    # Spark's shutdown warnings (state store maintenance after the context stopped) are noise here.
+    os.environ.setdefault("PERSISTENT_LOG_LEVEL", "ERROR")
+    only = set(args.only.split(",")) if args.only else set(NAMES)
+    unknown = only - set(NAMES)
+    if unknown:
+        raise SystemExit(f"bench: unknown implementation(s) {sorted(unknown)}; choose from {', '.join(NAMES)}")
+    if "bytewax" in only and not peer.available():
+        print("bench: Bytewax is not installed (pip install -e '.[bench]'): skipping it", file=sys.stderr)
+        only.discard("bytewax")
+    keys = _int_list(args.keys)
+    skewed = [k for k in _int_list(args.skewed_keys) if k in keys]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="persistent-bench-"))
+    started = time.monotonic()
+    try:
+        results, recovery = _run_all(args, only, keys, skewed, work)
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    for r in results:
+        baseline = BASELINES.get(r.name, "native")
+        base = next((b for b in results if b.name == baseline and b.keys == r.keys
+                     and b.distribution == r.distribution), None)
+        if base is not None and base is not r and base.rows_per_s:
+            r.ratio, r.baseline = r.rows_per_s / base.rows_per_s, baseline
+    targets = _targets(results)
+    extra = {
+        "machine": _machine(), "versions": _versions(), "master": args.master, "events": args.events,
+        "batch_rows": args.batch_rows, "batch_span_ms": BATCH_SPAN_MS, "zipf_exponent": ZIPF_EXPONENT,
+        "seconds": round(time.monotonic() - started, 1), "recovery": recovery, "targets": targets,
+    }
+    report.write_json(out / "results.json", results, extra)
+    report.plot(out, results)
+    print(report.table(results))
+    for r in recovery:
+        print(f"recovery path {r['path']} at {r['keys']:,} keys: {r['seconds']:.1f} s to the first micro-batch")
+    for t in targets:
+        print(f"{'met   ' if t['met'] else 'missed'} {t['target']}: {t['measured']} (target {t['goal']})")
+    print(f"{extra['seconds']:.0f} s; wrote {out / 'results.json'}, throughput.png, latency.png")
+    return 0
+
+
+def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Path):
+    datasets: list[Dataset] = []
+    for k in keys:
+        datasets.append(generate(work / "input", "uniform", k, args.events, args.batch_rows))
+        if k in skewed:
+            datasets.append(generate(work / "input", "skewed", k, args.events, args.batch_rows))
+    print(f"bench: generated {len(datasets)} data sets of {args.events:,} events", file=sys.stderr)
+    results: list[RunResult] = []
+    recovery: list[dict] = []
+
+    def record(result: RunResult) -> None:
+        results.append(result)
+        print(f"bench: {result.name} {result.distribution} {result.keys:,} keys: {result.rows_per_s:,.0f} rows/s, "
+              f"median batch {result.median_batch_ms:,.0f} ms ({result.wall_s:.1f} s)", file=sys.stderr)
+
+    spark_names = only - {"bytewax"}
+    if spark_names:
+        from persistent import spark_session
+
+        from bench.spark_runs import SparkRuns
+
+        spark = spark_session("bench", args.master, **{"spark.driver.memory": "6g"})
+        runs = SparkRuns(spark, work)
+        single = {
+            "native": runs.native,
+            "per-key": lambda d: runs.per_key(d, args.per_key_batches),
+            "per-message": runs.per_message,
+            "no-checkpoints": lambda d: runs.vectorized(d, "no-checkpoints", checkpoints=False)[0],
+            "window": runs.window,
+            "native-window": runs.native_window,
+        }
+        try:
+            for dataset in datasets:
+                for name in NAMES:
+                    if name not in spark_names or (dataset.distribution != "uniform" and name not in SKEWED):
+                        continue
+                    if name in single:
+                        record(single[name](dataset))
+                    elif name == "vectorized":
+                        result, job = runs.vectorized(dataset)
+                        record(result)
+                    elif name == "recovery" and dataset.keys in RECOVERY_KEYS and dataset.distribution == "uniform":
+                        if "vectorized" not in spark_names:
+                            job = runs.vectorized(dataset)[1]
+                        for path, lose in (("A", False), ("B", True)):
+                            seconds = runs.restart(job, dataset, lose_spark_checkpoint=lose)
+                            recovery.append({"path": path, "keys": dataset.keys, "seconds": round(seconds, 2)})
+                            print(f"bench: recovery path {path} at {dataset.keys:,} keys: {seconds:.1f} s",
+                                  file=sys.stderr)
+        finally:
+            spark.stop()
+    if "bytewax" in only:
+        for dataset in datasets:
+            if dataset.distribution == "uniform" or "bytewax" in SKEWED:
+                record(peer.run_bytewax(dataset, work))
+    return results, recovery
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    with open(os.environ.get("PERSISTENT_SPARK_LOCK", "/tmp/persistent-spark.lock"), "w") as lock:
+        print("bench: waiting for the Spark lock", file=sys.stderr)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The Spark implementations: native Spark, a hand-written per-key
+``applyInPandasWithState``, and this project's tasks, each a streaming query over
+a ``ParquetInput`` with Spark's checkpoint location and a no-op sink."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from bench.data import Dataset, ParquetInput
+from bench.measure import MemorySampler, RunResult, batches_of, directory_bytes, summarize
+from monoids import Averaged, AveragedValue
+from persistent import Job, PersistentTask
+from persistent.sinks import Sink
+from state import NonWindowState, Window, WindowState
+
+__all__ = ["SparkRuns", "WINDOW_STEP_MS", "WINDOW_SIZE_MS", "CHECKPOINT_INTERVAL_MS"]
+
+CHECKPOINT_INTERVAL_MS = 1_000
+WINDOW_STEP_MS = 1_000
+WINDOW_SIZE_MS = 4 * WINDOW_STEP_MS
+
+
+class NoopSink(Sink):
+    """Computes the results and drops them (Spark's ``noop`` format)."""
+
+    def write(self, results, batch, windowed: bool) -> None:
+        results.write.format("noop").mode("overwrite").save()
+
+
+class CountSumPerMessage(PersistentTask):
+    """Count and sum of values per key, one message at a time (Gearpump's API)."""
+
+    def persistent_state(self):
+        return NonWindowState(Averaged())
+
+    def process_message(self, state, message):
+        state.update(message.timestamp, AveragedValue(1, float(message.value)))
+
+
+class CountSumVectorized(PersistentTask):
+    """Count and sum of values per key, a batch of messages at a time."""
+
+    def persistent_state(self):
+        return NonWindowState(Averaged())
+
+    def process_batch(self, messages):
+        return Averaged().prepare_column(messages["value"].to_numpy(dtype=float))
+
+
+class WindowedCountSum(CountSumVectorized):
+    """Count and sum per key over sliding windows."""
+
+    def persistent_state(self):
+        return WindowState(Averaged(), Window(WINDOW_SIZE_MS, WINDOW_STEP_MS))
+
+
+def count_sum_per_key(key, frames, state):
+    """What a PySpark user writes today: one call per key and micro-batch."""
+    count, total = state.get if state.exists else (0, 0)
+    for frame in frames:
+        count += len(frame)
+        total += int(frame["value"].sum())
+    state.update((count, total))
+    yield pd.DataFrame({"key": [key[0]], "count": [count], "sum": [total]})
+
+
+class SparkRuns:
+    """Runs the implementations in one SparkSession; each run gets its own directory."""
+
+    def __init__(self, spark, work: Path):
+        from pyspark import cloudpickle
+
+        import bench.spark_runs
+
+        # Executors do not have the bench folder on their path: ship its code.
+        cloudpickle.register_pickle_by_value(bench.spark_runs)
+        self.spark = spark
+        self.work = work
+
+    def _directory(self, name: str, dataset: Dataset) -> Path:
+        directory = self.work / "runs" / f"{name}-{dataset.name}"
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        return directory
+
+    def _query(self, name: str, dataset: Dataset, files, build, output_mode: str) -> RunResult:
+        """A native query: ``build(messages)`` is the result DataFrame."""
+        directory = self._directory(name, dataset)
+        messages = ParquetInput(files, directory / "input").stream(self.spark)
+        checkpoint = directory / "checkpoint"
+        result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
+        with MemorySampler(self.spark) as memory:
+            started = time.monotonic()
+            query = (
+                build(messages).writeStream.format("noop").outputMode(output_mode)
+                .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+            )
+            query.awaitTermination()
+            result.wall_s = time.monotonic() - started
+        return self._finish(result, batches_of(query), memory, str(checkpoint))
+
+    def _finish(self, result: RunResult, batches, memory: MemorySampler, checkpoint: str) -> RunResult:
+        summarize(result, batches)
+        result.peak_driver_mb, result.peak_worker_mb = memory.driver_mb, memory.workers_mb
+        result.checkpoint_bytes = directory_bytes(checkpoint)
+        with_rows = sum(1 for b in batches if b.rows)
+        result.checkpoint_bytes_per_batch = sum(result.checkpoint_bytes.values()) / max(with_rows, 1)
+        return result
+
+    # -- native Spark ------------------------------------------------------------------
+
+    def native(self, dataset: Dataset) -> RunResult:
+        from pyspark.sql import functions as F
+
+        return self._query(
+            "native", dataset, dataset.files,
+            lambda m: m.groupBy("key").agg(F.count("*").alias("count"), F.sum("value").alias("sum")),
+            "update",
+        )
+
+    def native_window(self, dataset: Dataset) -> RunResult:
+        from pyspark.sql import functions as F
+
+        def build(messages):
+            return (
+                messages.withColumn("event_time", F.timestamp_millis("timestamp"))
+                .withWatermark("event_time", "0 milliseconds")
+                .groupBy(F.window("event_time", f"{WINDOW_SIZE_MS} milliseconds", f"{WINDOW_STEP_MS} milliseconds"), "key")
+                .agg(F.count("*").alias("count"), F.sum("value").alias("sum"))
+            )
+
+        return self._query("native-window", dataset, dataset.files, build, "append")
+
+    def per_key(self, dataset: Dataset, max_batches: int) -> RunResult:
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        def build(messages):
+            return messages.groupBy("key").applyInPandasWithState(
+                count_sum_per_key, "key string, count long, sum long", "count long, sum long",
+                "Update", GroupStateTimeout.NoTimeout,
+            )
+
+        result = self._query("per-key", dataset, dataset.first_files(max_batches), build, "update")
+        if max_batches < len(dataset.files):
+            result.note = f"first {max_batches} batches only"
+        return result
+
+    # -- this project ------------------------------------------------------------------
+
+    def job(self, name: str, dataset: Dataset, task: PersistentTask, **options) -> Job:
+        """A job of ``task`` over ``dataset`` in a fresh directory."""
+        directory = self._directory(name, dataset)
+        return Job(
+            task=task,
+            source=ParquetInput(dataset.files, directory / "input"),
+            sink=NoopSink(),
+            checkpoint_dir=str(directory / "checkpoint"),
+            checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS,
+            on_progress=None,
+            **options,
+        )
+
+    def run_job(self, name: str, dataset: Dataset, job: Job) -> RunResult:
+        result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
+        with MemorySampler(self.spark) as memory:
+            started = time.monotonic()
+            running = job.run(self.spark)
+            result.wall_s = time.monotonic() - started
+        return self._finish(result, batches_of(running.query), memory, job.checkpoint_dir)
+
+    def per_message(self, dataset: Dataset) -> RunResult:
+        return self.run_job("per-message", dataset, self.job("per-message", dataset, CountSumPerMessage()))
+
+    def vectorized(self, dataset: Dataset, name: str = "vectorized", **options) -> tuple[RunResult, Job]:
+        """The vectorized task; ``options`` go to its ``Job``."""
+        job = self.job(name, dataset, CountSumVectorized(), **options)
+        return self.run_job(name, dataset, job), job
+
+    def window(self, dataset: Dataset) -> RunResult:
+        return self.run_job("window", dataset, self.job("window", dataset, WindowedCountSum()))
+
+    # -- recovery ----------------------------------------------------------------------
+
+    def restart(self, job: Job, dataset: Dataset, lose_spark_checkpoint: bool) -> float:
+        """Restarts a finished job with one more batch of input; returns the seconds from
+        the restart to the end of its first micro-batch (path A: Spark's checkpoint is
+        there; path B: it is lost, so the job restores every task at the clock)."""
+        if lose_spark_checkpoint:
+            shutil.rmtree(Path(job.checkpoint_dir) / "spark")
+        job.source = ParquetInput(dataset.files + (dataset.extra,), job.source.view_root)
+        started = time.time()
+        running = job.start(self.spark, available_now=True)
+        running.query.awaitTermination()
+        batches = batches_of(running.query)
+        if not batches:
+            raise RuntimeError(f"restart of {job.checkpoint_dir} ran no micro-batch")
+        return batches[0].end_s - started

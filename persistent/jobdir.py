@@ -1,0 +1,249 @@
+"""A job's checkpoint directory, read without a JVM, and rewound.
+
+``open_job`` serves local paths and ``file://`` URIs directly and ``webhdfs://`` URIs
+over HTTP (``persistent.webhdfs``); the layout is ``persistent.recovery``'s.
+``read_progress`` reads the newest of the progress records the runtime writes per
+committed micro-batch (``DIR/progress/<generation:06d>-<batch:012d>.json``, the
+fields of ``runtime.BatchProgress``), ``read_state`` the state of the tasks in their
+checkpoints at a time (decoded by what the checkpoints name: no task class needed),
+and ``rewind`` prepares a restart from an earlier checkpoint (path B).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import MISSING, dataclass, fields
+from urllib.parse import urlparse
+
+from persistent.recovery import JobDirectory
+from persistent.runtime import BatchProgress
+from persistent.webhdfs import WebHdfsFileSystem
+from state.checkpoint_store import CheckpointStore, describe_times
+from state.clock_store import ClockRecord
+from state.errors import ClockError
+from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
+from state.table import KeyedTable
+
+__all__ = [
+    "JobDirectoryError",
+    "progress_from_json",
+    "StateRow",
+    "Rewound",
+    "filesystem_for",
+    "open_job",
+    "read_progress",
+    "task_names",
+    "times_held",
+    "read_state",
+    "rewind",
+]
+
+_PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
+_LAYOUT = ("spark", "checkpoints", "clock", "generation", "progress")
+
+
+class JobDirectoryError(Exception):
+    """A job directory or a file in it cannot be used; the message says which and why."""
+
+
+def filesystem_for(uri: str) -> FileSystem:
+    """The file system that reads ``uri`` without a JVM: local, ``file://`` or ``webhdfs://``."""
+    scheme = urlparse(uri).scheme
+    if scheme in ("", "file"):
+        return LocalFileSystem()
+    if scheme == "webhdfs":
+        return WebHdfsFileSystem(uri)
+    raise JobDirectoryError(
+        f"{uri} cannot be read without a JVM: give a local path, a file:// URI or, for HDFS, "
+        "the same path as webhdfs://NAMENODE:9870/PATH"
+    )
+
+
+def open_job(uri: str) -> JobDirectory:
+    """The job directory at ``uri``; ``JobDirectoryError`` unless it exists and looks like one."""
+    fs = filesystem_for(uri)
+    directory = JobDirectory(fs, uri)
+    if not fs.exists(directory.root):
+        raise JobDirectoryError(f"{uri} does not exist")
+    if not set(fs.list_names(directory.root)) & set(_LAYOUT):
+        raise JobDirectoryError(
+            f"{uri} is not a job's checkpoint directory: it holds none of {', '.join(_LAYOUT)}"
+        )
+    return directory
+
+
+def progress_from_json(raw: bytes, where: str) -> BatchProgress:
+    """The progress record in ``raw``, read from ``where``; ``JobDirectoryError`` naming the bad field."""
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:
+        raise JobDirectoryError(f"progress file {where} is not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise JobDirectoryError(f"progress file {where} holds {type(record).__name__}, not an object")
+    values = {}
+    for field in fields(BatchProgress):
+        if field.name not in record:
+            if field.default is not MISSING:
+                continue
+            raise JobDirectoryError(f"progress file {where} lacks the field {field.name!r}")
+        check, kind = _FIELD_CHECKS.get(field.name, (_is_int, "an int"))
+        if not check(record[field.name]):
+            raise JobDirectoryError(
+                f"field {field.name!r} of progress file {where} must be {kind}, got {record[field.name]!r}"
+            )
+        values[field.name] = record[field.name]
+    return BatchProgress(**values)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: How the fields that are not plain ints are checked, and what they must be.
+_FIELD_CHECKS = {
+    "seconds": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "clock_ms": (lambda v: v is None or _is_int(v), "an int or null"),
+    "state_bytes": (
+        lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_int(n) for k, n in v.items()),
+        "an object mapping task names to ints",
+    ),
+}
+
+
+def read_progress(directory: JobDirectory, last: int) -> list[BatchProgress]:
+    """The ``last`` newest progress records, oldest first."""
+    fs = directory.fs
+    records = []
+    for name in [n for n in fs.list_names(directory.progress) if _PROGRESS_NAME.fullmatch(n)][-last:]:
+        where = fs.join(directory.progress, name)
+        try:
+            raw = fs.read_bytes(where)
+        except FileNotFoundError:
+            continue  # the running job pruned it after the listing
+        records.append(progress_from_json(raw, where))
+    return records
+
+
+def task_names(directory: JobDirectory) -> list[str]:
+    """The tasks that have a checkpoint directory, sorted."""
+    return [n for n in directory.fs.list_names(directory.checkpoints) if not n.startswith((".", TEMP_PREFIX))]
+
+
+def _store(directory: JobDirectory, task: str) -> CheckpointStore:
+    return CheckpointStore(directory.fs, directory.checkpoints, task)
+
+
+@dataclass(frozen=True)
+class StateRow:
+    """The state of one key (and window) in a checkpoint."""
+
+    task: str
+    key: object
+    #: ``[window_start_ms, window_end_ms)`` of a windowed state, else ``None``.
+    window_start_ms: int | None
+    window_end_ms: int | None
+    #: The monoid's value, and how the task's results present it.
+    value: object
+    presented: object
+
+
+def read_state(directory: JobDirectory, at_ms: int, tasks: list[str]) -> Iterator[StateRow]:
+    """The state of every key of ``tasks`` in their checkpoints at ``at_ms``.
+
+    Rows come per task, by key (as text) and window. Windowed states give one row per
+    window not yet closed that holds data: the fold of its panes before ``at_ms``.
+    Raises ``MissingCheckpointError`` or ``CorruptCheckpointError`` for a task without
+    a readable checkpoint there, ``StateValueError`` when its monoid is unknown.
+    """
+    for task in tasks:
+        store = _store(directory, task)
+        table = KeyedTable.read(store.recover(at_ms), f"checkpoint {store.path(at_ms)}")
+        monoid = table.monoid
+        if table.window is None:
+            keys, column = table.totals()
+            starts = ends = [None] * len(keys)
+        else:
+            windows = table.open_windows()
+            keys, column = windows.keys, windows.values
+            starts, ends = windows.starts_ms.tolist(), windows.ends_ms.tolist()
+        keys, values, presented = keys.tolist(), monoid.values(column), monoid.present_column(column).tolist()
+        for i in sorted(range(len(keys)), key=lambda i: (str(keys[i]), starts[i] or 0)):
+            yield StateRow(task, keys[i], starts[i], ends[i], values[i], presented[i])
+
+
+def times_held(directory: JobDirectory, tasks: list[str]) -> dict[str, list[int]]:
+    """The checkpoint times (ms) each of ``tasks`` holds."""
+    return {task: _store(directory, task).times() for task in tasks}
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """What ``rewind`` did."""
+
+    #: The clock before (``None`` if it was corrupt).
+    from_ms: int | None
+    to_ms: int
+    #: Tasks the next start restores at ``to_ms``.
+    tasks: int
+    #: Checkpoints after ``to_ms`` that were deleted.
+    deleted_checkpoints: int
+    #: Whether Spark's checkpoint location existed (and was deleted).
+    deleted_spark: bool
+
+
+def rewind(directory: JobDirectory, to_ms: int) -> Rewound:
+    """Prepares a restart from the checkpoints at ``to_ms`` (recovery path B).
+
+    ``to_ms`` must be a clock in the clock's history, and every task of that clock
+    must hold a readable checkpoint at ``to_ms``: otherwise ``JobDirectoryError``
+    (naming the tasks and the times they hold) and nothing changes. Then Spark's
+    checkpoint location is deleted (so the next start takes path B), the clock is
+    rewound (``ClockStore.rewind``) and the checkpoints after ``to_ms`` are deleted.
+    Stop the job first: a running job would keep writing the old timeline.
+    """
+    clock = directory.clock
+    try:
+        current = clock.read()
+    except ClockError:
+        current = None  # a corrupt clock is what a rewind repairs
+    past = clock.history()
+    target = next((record for record in reversed(past) if record.clock_ms == to_ms), None)
+    if target is None:
+        held = ", ".join(str(ms) for ms in sorted({r.clock_ms for r in past})) or "none"
+        raise JobDirectoryError(
+            f"cannot rewind {directory.root} to {to_ms} ms: the clock's history does not hold it "
+            f"(clocks in the history: {held} ms); the history names the tasks that must restart there"
+        )
+    _check_restorable(directory, target)
+    deleted_spark = directory.fs.exists(directory.spark)
+    directory.fs.delete(directory.spark)
+    clock.rewind(to_ms)
+    deleted = 0
+    for task in task_names(directory):
+        store = _store(directory, task)
+        deleted += sum(1 for ms in store.times() if ms > to_ms)
+        store.delete_after(to_ms)
+    return Rewound(
+        from_ms=current.clock_ms if current else None,
+        to_ms=to_ms,
+        tasks=len(target.task_clocks),
+        deleted_checkpoints=deleted,
+        deleted_spark=deleted_spark,
+    )
+
+
+def _check_restorable(directory: JobDirectory, target: ClockRecord) -> None:
+    """Raises unless every task of ``target`` holds a readable checkpoint at its clock."""
+    at_ms = target.clock_ms
+    held = times_held(directory, list(target.task_clocks))
+    lacking = {task: times for task, times in held.items() if at_ms not in times}
+    if lacking:
+        described = "; ".join(f"{task} holds {describe_times(times)}" for task, times in lacking.items())
+        raise JobDirectoryError(
+            f"cannot rewind {directory.root} to {at_ms} ms: "
+            f"{len(lacking)} task(s) lack a checkpoint there ({described})"
+        )
+    for task in target.task_clocks:
+        _store(directory, task).recover(at_ms)  # raises for a torn or corrupt checkpoint

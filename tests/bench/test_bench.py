@@ -1,0 +1,56 @@
+"""The benchmark's pure-Python parts: generated input, batch statistics, the table."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from bench.data import BATCH_SPAN_MS, first_timestamp, generate  # noqa: E402
+from bench.measure import Batch, RunResult, summarize  # noqa: E402
+from bench.report import table  # noqa: E402
+
+
+def test_generated_files_hold_the_events_in_time_order_one_batch_each(tmp_path):
+    dataset = generate(tmp_path, "uniform", 50, 2_500, 1_000)
+    assert len(dataset.files) == 3  # ceil(2500 / 1000), plus the extra file
+    tables = [pq.read_table(p) for p in dataset.files + (dataset.extra,)]
+    assert [t.num_rows for t in tables] == [1_000] * 4
+    stamps = np.concatenate([t.column("timestamp").to_numpy() for t in tables])
+    assert (np.diff(stamps) >= 0).all()
+    assert stamps[0] == 1 and stamps[-1] == 1 + (4_000 - 1) * BATCH_SPAN_MS // 1_000
+    assert [first_timestamp(p) for p in dataset.files] == [1, 1 + BATCH_SPAN_MS, 1 + 2 * BATCH_SPAN_MS]
+    assert [os.path.getmtime(p) for p in dataset.files] == sorted(os.path.getmtime(p) for p in dataset.files)
+    keys = set(np.concatenate([t.column("key").to_numpy(zero_copy_only=False) for t in tables]))
+    assert keys <= {f"k{i}" for i in range(50)} and len(keys) == 50
+
+
+def test_skewed_keys_concentrate_on_few_keys(tmp_path):
+    def top_share(distribution):
+        frame = pq.read_table(generate(tmp_path, distribution, 1_000, 20_000, 20_000).files[0]).to_pandas()
+        return frame["key"].value_counts().iloc[0] / len(frame)
+
+    assert top_share("skewed") > 0.05
+    assert top_share("uniform") < 0.005
+
+
+def test_rates_leave_out_the_first_batch_with_input():
+    result = summarize(
+        RunResult("x", "uniform", 10, 100),
+        [Batch(100, 5_000.0), Batch(100, 1_000.0), Batch(100, 3_000.0), Batch(0, 1_000.0)],
+    )
+    assert result.rows == 300
+    assert result.rows_per_s == 200 / 5.0
+    assert result.median_batch_ms == 2_000.0
+
+
+def test_the_table_has_one_row_per_run_with_its_ratio():
+    run = summarize(RunResult("vectorized", "skewed", 100_000, 10), [Batch(10, 10.0), Batch(10, 10.0)])
+    run.ratio, run.baseline = 0.5, "native"
+    lines = table([run]).splitlines()
+    assert len(lines) == 3
+    assert "vectorized (skewed)" in lines[2] and "100,000" in lines[2] and "0.50" in lines[2]

@@ -1,0 +1,216 @@
+"""Real PostgreSQL and Redis servers for the integration tests, and file systems that
+fail on purpose for the storage-fault tests.
+
+The servers run each on a free loopback port in a temporary directory, started once
+per run. Debian's ``postgresql`` and ``redis-server`` packages provide them (``.ci/run``
+installs them when missing); where a server cannot be found or started, its tests are
+skipped with the reason.
+
+The file systems are a small tmpfs to fill up and read-only views of directories
+(``mounts``). Mounting needs root (``CAP_SYS_ADMIN``). Without it a test that asks
+for a tmpfs is skipped with the reason; a read-only directory then falls back to
+permission bits, which bind a user other than root.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _postgres_bin(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
+    return found[-1] if found else shutil.which(name)
+
+
+def _server_user() -> str | None:
+    """PostgreSQL refuses to run as root: run it as the ``postgres`` user then."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam("postgres").pw_name
+    except KeyError:
+        pytest.skip("PostgreSQL: running as root and there is no 'postgres' user to run the server as")
+
+
+def _run(command: list[str], user: str | None, what: str) -> None:
+    done = subprocess.run(command, user=user, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"PostgreSQL: {what} failed: {(done.stderr or done.stdout).strip()}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """``postgresql://`` URI of a PostgreSQL server's superuser, without a database name."""
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's postgresql package")
+    user = _server_user()
+    root = tempfile.mkdtemp(prefix="persistent-pg-")
+    if user:
+        shutil.chown(root, user)
+    data, port = os.path.join(root, "data"), _free_port()
+    # fsync off: the tests need the server's transactions, not its durability.
+    settings = f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={root} -c fsync=off"
+    try:
+        _run([initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"], user, "initdb")
+        _run([pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-w", "-o", settings, "start"], user, "pg_ctl start")
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run([pg_ctl, "-D", data, "-m", "fast", "-w", "stop"], user=user, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """URI for one test: the server's database, with a new, empty schema first on the
+    search path (a schema is much quicker to make than a database)."""
+    import psycopg
+
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as db:
+        db.execute(f"CREATE SCHEMA {schema}")
+    return f"{postgres_server}/postgres?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """``redis://`` URL of a Redis server (no persistence)."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server not found; install Debian's redis-server package")
+    import redis
+
+    root, port = tempfile.mkdtemp(prefix="persistent-redis-"), _free_port()
+    process = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", root],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except redis.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.skip(f"redis-server did not start on port {port}")
+                time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """URL of the Redis server, emptied for one test."""
+    import redis
+
+    redis.Redis.from_url(redis_server).flushall()
+    return redis_server
+
+
+class Mounts:
+    """Mounts made during one test; ``undo_all`` unmounts them, newest first."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[str, Callable[[str], None]]] = []
+
+    def tmpfs(self, path: str, size: str = "64k") -> str:
+        """Mounts an empty tmpfs of ``size`` at directory ``path`` (created); returns ``path``."""
+        os.makedirs(path, exist_ok=True)
+        self._mount(path, ["-t", "tmpfs", "-o", f"size={size}", "tmpfs", path])
+        self._undo.append((path, self._unmount))
+        return path
+
+    def fill(self, directory: str) -> str:
+        """Writes one file of zeros into ``directory`` until its file system is full; returns its path."""
+        filler = os.path.join(directory, "filler")
+        with open(filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(bytes(4096))
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+        return filler
+
+    def read_only(self, path: str) -> None:
+        """Makes the directory tree ``path`` refuse writes until ``writable(path)``."""
+        if os.geteuid() != 0:  # permission bits bind everyone but root
+            modes = {directory: os.stat(directory).st_mode for directory, _, _ in os.walk(path)}
+
+            def restore(_: str) -> None:
+                for directory, mode in modes.items():
+                    os.chmod(directory, mode)
+
+            for directory in modes:
+                os.chmod(directory, 0o555)
+            self._undo.append((path, restore))
+            return
+        self._mount(path, ["--bind", path, path])
+        self._undo.append((path, self._unmount))
+        self._mount(path, ["-o", "remount,bind,ro", path])
+
+    def writable(self, path: str) -> None:
+        """Undoes ``read_only(path)``: the directory and what it held are writable again."""
+        index = max(i for i, (mounted, _) in enumerate(self._undo) if mounted == path)
+        self._undo.pop(index)[1](path)
+
+    def undo_all(self) -> None:
+        failures = []
+        while self._undo:
+            path, undo = self._undo.pop()
+            try:
+                undo(path)
+            except AssertionError as exc:
+                failures.append(str(exc))
+        assert not failures, "; ".join(failures)
+
+    @staticmethod
+    def _mount(path: str, arguments: list[str]) -> None:
+        done = subprocess.run(["mount", *arguments], capture_output=True, text=True)
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or ["mount failed"])[0]
+            pytest.skip(
+                f"cannot mount at {path} ({reason}): storage-fault tests need root with "
+                f"CAP_SYS_ADMIN to mount a small or read-only file system"
+            )
+
+    @staticmethod
+    def _unmount(path: str) -> None:
+        done = subprocess.run(["umount", path], capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["umount", "--lazy", path], check=True)
+            raise AssertionError(
+                f"{path} was still in use after the test ({done.stderr.strip()}): a file left open?"
+            )
+
+
+@pytest.fixture
+def mounts():
+    """Mount file systems for one test; all are unmounted afterwards."""
+    made = Mounts()
+    yield made
+    made.undo_all()

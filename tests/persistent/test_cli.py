@@ -1,0 +1,372 @@
+"""The ``persistent`` command line on job directories written by the real stores
+(``conftest.JobWriter``): status, clock, inspect and rewind without Spark, and the
+checks ``run`` makes before it starts spark-submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from persistent import cli
+from persistent.jobdir import JobDirectoryError, progress_from_json
+from persistent.recovery import RecoveryPath
+from state.checkpoint_store import CheckpointStore
+from state.fs import LocalFileSystem
+
+from jobwriter import Counting, JobWriter, SlidingSum, run_cli
+
+
+def inspected(out: str) -> list[dict[str, str]]:
+    """The tab-separated rows ``persistent inspect`` printed, as dicts by header."""
+    header, *rows = out.splitlines()
+    return [dict(zip(header.split("\t"), row.split("\t"))) for row in rows]
+
+
+# -- help and bad input -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["clock"], ["status"], ["inspect"], ["rewind"]])
+def test_every_command_has_help(capsys, command):
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*command, "--help"])
+    assert exited.value.code == 0 and capsys.readouterr().out.startswith(f"usage: persistent {' '.join(command)}")
+
+
+def test_a_directory_that_does_not_exist_is_one_line_of_error(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "status", tmp_path / "nope")
+    assert (code, out) == (1, "")
+    assert err == f"persistent: error: {tmp_path / 'nope'} does not exist\n"
+
+
+def test_a_directory_that_is_no_job_directory_is_refused(capsys, tmp_path):
+    (tmp_path / "photos").mkdir()
+    code, _, err = run_cli(capsys, "inspect", tmp_path / "photos")
+    assert code == 1 and "is not a job's checkpoint directory" in err and len(err.splitlines()) == 1
+
+
+def test_an_hdfs_uri_is_refused_pointing_to_webhdfs(capsys):
+    code, _, err = run_cli(capsys, "clock", "hdfs://namenode:8020/jobs/x")
+    assert code == 1 and "webhdfs://NAMENODE:9870/PATH" in err
+
+
+@pytest.mark.parametrize("bad", ["soon", "-5", "1.5"])
+def test_a_time_that_is_no_ms_count_is_a_usage_error(capsys, counting_job, bad):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["inspect", counting_job.directory.root, "--at", bad])
+    assert exited.value.code == 2
+
+
+# -- clock and status ----------------------------------------------------------------
+
+
+def test_clock_prints_the_global_and_each_tasks_clock(capsys, counting_job):
+    code, out, _ = run_cli(capsys, "clock", counting_job.directory.root)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("clock          400 ms  1970-01-01T00:00:00.400+00:00  (")
+    assert [line.split()[:3] for line in lines[1:]] == [[f"group-0000{g}", "400", "ms"] for g in range(3)]
+
+
+def test_status_reports_batches_watermark_clocks_state_sizes_and_dead_letters(capsys, counting_job):
+    code, out, _ = run_cli(capsys, "status", counting_job.directory.root)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1] == "generation     0, started fresh, 3 key groups"
+    assert lines[2].startswith("last batch     0.2, committed 2023-11-14T22:13:22.000+00:00 (")
+    assert lines[3].startswith("watermark      450 ms  1970-01-01T00:00:00.450+00:00  (")
+    assert re.search(r"\(\S+ d behind wall time\)$", lines[3])
+    assert lines[4] == "throughput     150 rows in 1.8 s of processing in the last 3 batch(es): 86 rows/s"
+    assert lines[5] == "dead letters   3 in the last 3 batch(es)"
+    assert lines[6].split() == ["batch", "committed", "rows", "seconds", "rows/s", "late", "replayed", "dead",
+                                "letters", "clock"]
+    batches = [line.split() for line in lines[7:10]]
+    assert [b[0] for b in batches] == ["0.0", "0.1", "0.2"]
+    assert [(int(b[2]), b[4], b[7], b[8]) for b in batches] == [(50, "100", "0", "100"), (34, "136", "2", "200"),
+                                                                 (66, "66", "1", "400")]
+    assert sum(int(b[2]) for b in batches) == len(counting_job.sent)
+    assert lines[10].startswith("clock          400 ms")
+    sizes = {g: len(group.encode()) for g, group in counting_job.groups.items()}
+    for g in range(3):
+        assert re.fullmatch(rf"  group-0000{g}  400 ms  \S+  state {sizes[g]} B", lines[11 + g])
+
+
+def test_status_shows_only_the_newest_batches_asked_for(capsys, counting_job):
+    _, out, _ = run_cli(capsys, "status", counting_job.directory.root, "--batches", "1")
+    assert "in the last 1 batch(es): 66 rows/s" in out
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("  0.")] == ["0.2"]
+
+
+def test_status_of_a_job_without_progress_says_so_and_still_prints_the_clocks(capsys, counting_job):
+    fs = counting_job.directory.fs
+    fs.delete(fs.join(counting_job.directory.root, "progress"))
+    code, out, _ = run_cli(capsys, "status", counting_job.directory.root)
+    assert code == 0
+    assert "progress       none yet: the job has not committed a micro-batch" in out
+    assert "clock          400 ms" in out and "  group-00002  400 ms" in out and "state" not in out
+
+
+def test_status_of_a_fresh_job_says_there_is_no_clock(capsys, tmp_path):
+    writer = JobWriter(str(tmp_path / "job"), Counting())
+    code, out, _ = run_cli(capsys, "status", writer.directory.root)
+    assert code == 0
+    assert out.splitlines()[2:] == ["progress       none yet: the job has not committed a micro-batch",
+                                    "clock          none yet: no task has checkpointed"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r.pop("watermark_ms"), "lacks the field 'watermark_ms'"),
+        (lambda r: r.update(rows=True), "field 'rows' of progress file .* must be an int, got True"),
+        (lambda r: r.update(seconds="fast"), "field 'seconds' .* must be a number"),
+        (lambda r: r.update(clock_ms=1.5), "field 'clock_ms' .* must be an int or null"),
+        (lambda r: r.update(state_bytes={"group-00000": "big"}), "field 'state_bytes' .* must be an object"),
+    ],
+)
+def test_a_damaged_progress_file_is_an_error_naming_the_file_and_field(capsys, counting_job, change, message):
+    path = os.path.join(counting_job.directory.root, "progress", "000000-000000000002.json")
+    with open(path) as f:
+        record = json.load(f)
+    change(record)
+    with open(path, "w") as f:
+        json.dump(record, f)
+    code, _, err = run_cli(capsys, "status", counting_job.directory.root)
+    assert code == 1 and re.search(message, err) and path in err
+
+
+def test_a_progress_file_that_is_no_json_is_an_error_naming_it():
+    with pytest.raises(JobDirectoryError, match="progress file P is not JSON"):
+        progress_from_json(b"{", "P")
+
+
+# -- inspect ---------------------------------------------------------------------------
+
+
+def test_inspect_prints_each_keys_count_at_the_clock(capsys, counting_job):
+    code, out, err = run_cli(capsys, "inspect", counting_job.directory.root)
+    assert (code, err) == (0, "")
+    rows = inspected(out)
+    assert {r["key"]: int(r["value"]) for r in rows} == counting_job.counts_before(400)
+    assert all(r["task"] == f"group-{counting_job.group_of(r['key']):05d}" for r in rows)
+
+
+@pytest.mark.parametrize("at", [100, 200])
+def test_inspect_at_an_earlier_checkpoint_prints_the_counts_then(capsys, counting_job, at):
+    _, out, _ = run_cli(capsys, "inspect", counting_job.directory.root, "--at", at)
+    assert {r["key"]: int(r["value"]) for r in inspected(out)} == counting_job.counts_before(at)
+
+
+def test_inspect_filters_by_key_and_task(capsys, counting_job):
+    _, out, _ = run_cli(capsys, "inspect", counting_job.directory.root, "--key", "k3")
+    assert inspected(out) == [{"task": "group-00002", "key": "k3", "value": str(counting_job.counts_before(400)["k3"])}]
+    _, out, _ = run_cli(capsys, "inspect", counting_job.directory.root, "--task", "group-00001")
+    assert {r["key"] for r in inspected(out)} == {"k1", "k5"}
+
+
+def test_inspect_of_a_key_that_is_not_there_says_so(capsys, counting_job):
+    code, out, err = run_cli(capsys, "inspect", counting_job.directory.root, "--key", "nobody")
+    assert (code, out) == (0, "") and "no key 'nobody' in the checkpoints at 400 ms of 3 task(s)" in err
+
+
+def test_inspect_prints_the_open_windows_of_a_windowed_state(capsys, window_job):
+    window = SlidingSum.WINDOW
+    for at in (200, 400):
+        _, out, _ = run_cli(capsys, "inspect", window_job.directory.root, "--at", at)
+        got = {(r["key"], int(r["window_start"])): (int(r["window_end"]), int(r["value"])) for r in inspected(out)}
+        expected = {(key, start): (start + window.size_ms, total)
+                    for (key, start), total in window_job.window_sums_before(at, window).items()
+                    if start + window.size_ms > at}
+        assert got == expected and got
+
+
+def test_inspect_raw_prints_the_stored_monoid_value(capsys, tmp_path):
+    from monoids import Averaged
+    from persistent import PersistentTask
+    from state import NonWindowState
+
+    class Mean(PersistentTask):
+        def persistent_state(self):
+            return NonWindowState(Averaged())
+
+        def process_batch(self, messages):
+            return Averaged().prepare_column(messages["value"].to_numpy(dtype=float))
+
+    writer = JobWriter(str(tmp_path / "job"), Mean(), groups=1)
+    writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 150, 9)], watermark_ms=100)
+    _, out, _ = run_cli(capsys, "inspect", writer.directory.root, "--key", "x")
+    assert inspected(out)[0]["value"] == "1.5"
+    _, out, _ = run_cli(capsys, "inspect", writer.directory.root, "--key", "x", "--raw")
+    assert inspected(out)[0]["value"] == repr(Averaged().fold(Averaged().prepare_column([1.0, 2.0])))
+
+
+def test_inspect_at_a_time_some_tasks_lack_shows_the_others_and_notes_them(capsys, counting_job):
+    store = CheckpointStore(LocalFileSystem(), counting_job.directory.checkpoints, "group-00001")
+    os.unlink(store.path(200))
+    code, out, err = run_cli(capsys, "inspect", counting_job.directory.root, "--at", 200)
+    assert code == 0 and {r["task"] for r in inspected(out)} == {"group-00000", "group-00002"}
+    assert err == "note: 1 task(s) have no checkpoint at 200 ms and are not shown: group-00001\n"
+
+
+def test_inspect_of_one_task_without_that_checkpoint_names_the_times_it_has(capsys, counting_job):
+    code, _, err = run_cli(capsys, "inspect", counting_job.directory.root, "--at", 300, "--task", "group-00001")
+    assert code == 1 and "task group-00001 has no checkpoint at 300 ms (it holds 100, 200, 400 ms)" in err
+
+
+def test_inspect_of_an_unknown_task_lists_the_tasks(capsys, counting_job):
+    code, _, err = run_cli(capsys, "inspect", counting_job.directory.root, "--task", "group-00009")
+    assert code == 1 and "no task 'group-00009' (tasks: group-00000, group-00001, group-00002)" in err
+
+
+def test_inspect_at_a_time_no_task_has_is_an_error(capsys, counting_job):
+    code, _, err = run_cli(capsys, "inspect", counting_job.directory.root, "--at", 300)
+    assert code == 1 and "no task of" in err and "has a checkpoint at 300 ms" in err
+
+
+def test_a_corrupt_checkpoint_is_an_error_naming_the_file(capsys, counting_job):
+    path = CheckpointStore(LocalFileSystem(), counting_job.directory.checkpoints, "group-00000").path(400)
+    with open(path, "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        f.write(b"XYZ")
+    code, _, err = run_cli(capsys, "inspect", counting_job.directory.root)
+    assert code == 1 and "checksum mismatch" in err and path in err
+
+
+MODULE = '''
+from monoids import Sum
+
+
+class Tally(Sum):
+    name = "test-cli-tally"
+'''
+
+
+def test_a_monoid_defined_outside_the_package_needs_its_module_imported(tmp_path, monkeypatch):
+    (tmp_path / "cli_test_monoids.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import cli_test_monoids
+
+    from persistent import PersistentTask
+    from state import NonWindowState
+
+    class Tallying(PersistentTask):
+        def persistent_state(self):
+            return NonWindowState(cli_test_monoids.Tally())
+
+        def process_batch(self, messages):
+            return messages["value"].to_numpy(dtype="int64")
+
+    writer = JobWriter(str(tmp_path / "job"), Tallying(), groups=1)
+    writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 30, 3)], watermark_ms=100)
+    command = [sys.executable, "-m", "persistent.cli", "inspect", writer.directory.root]
+    alone = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert alone.returncode == 1
+    assert "no monoid named 'test-cli-tally' is defined; import the module" in alone.stderr
+    imported = subprocess.run([*command, "--import", "cli_test_monoids"], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    assert inspected(imported.stdout) == [{"task": "group-00000", "key": "x", "value": "6"}]
+
+
+def test_importing_a_module_that_does_not_exist_is_a_usage_error(capsys, counting_job):
+    code, _, err = run_cli(capsys, "inspect", counting_job.directory.root, "--import", "no_such_module_here")
+    assert code == 2 and "--import no_such_module_here" in err
+
+
+# -- rewind ----------------------------------------------------------------------------
+
+
+def test_rewind_prepares_recovery_path_b_from_the_checkpoints_at_t(capsys, counting_job):
+    directory = counting_job.directory
+    at_200 = {f"group-{g:05d}": directory.store(g).recover(200) for g in range(3)}
+    code, out, _ = run_cli(capsys, "rewind", directory.root, "--to", 200)
+    assert code == 0
+    first = f"rewound the clock of {directory.root} from 400 ms to 200 ms (1970-01-01T00:00:00.200+00:00)"
+    assert out.splitlines()[0] == first
+    assert "deleted 3 checkpoint(s) after 200 ms" in out and "recovery path B: it restores 3 task(s)" in out
+    assert not os.path.exists(directory.spark)
+    record = directory.clock.read()
+    assert (record.clock_ms, dict(record.task_clocks)) == (200, dict.fromkeys(at_200, 200))
+    assert all(directory.store(g).times() == [100, 200] for g in range(3))
+    plan = directory.plan(3)  # what the next start does
+    assert (plan.path, plan.floor_ms, plan.generation) == (RecoveryPath.FROM_CLOCK, 200, 1)
+    assert {f"group-{g:05d}": data for g, data in plan.restored.items()} == at_200
+
+
+def test_rewind_refuses_a_time_for_which_a_task_lacks_a_checkpoint_and_changes_nothing(capsys, counting_job):
+    directory = counting_job.directory
+    os.unlink(directory.store(1).path(200))
+    code, out, err = run_cli(capsys, "rewind", directory.root, "--to", 200)
+    assert (code, out) == (1, "")
+    assert "1 task(s) lack a checkpoint there (group-00001 holds 100, 400 ms)" in err
+    assert directory.clock.read().clock_ms == 400 and os.path.exists(directory.spark)
+    assert directory.store(0).times() == [100, 200, 400]
+
+
+def test_rewind_refuses_a_torn_checkpoint(capsys, counting_job):
+    path = counting_job.directory.store(2).path(100)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 1)
+    code, _, err = run_cli(capsys, "rewind", counting_job.directory.root, "--to", 100)
+    assert code == 1 and path in err and "torn write" in err
+    assert counting_job.directory.clock.read().clock_ms == 400
+
+
+def test_rewind_refuses_a_time_that_was_never_the_clock(capsys, counting_job):
+    code, _, err = run_cli(capsys, "rewind", counting_job.directory.root, "--to", 300)
+    assert code == 1 and "clocks in the history: 100, 200, 400 ms" in err
+
+
+def test_rewind_repairs_a_corrupt_clock(capsys, counting_job):
+    directory = counting_job.directory
+    with open(directory.clock.path, "wb") as f:
+        f.write(b"garbage")
+    code, out, _ = run_cli(capsys, "rewind", directory.root, "--to", 400)
+    assert code == 0 and "(it was unreadable) to 400 ms" in out
+    assert directory.clock.read().clock_ms == 400
+
+
+# -- run -------------------------------------------------------------------------------
+
+
+def test_run_of_an_application_that_does_not_exist_starts_nothing(capsys, monkeypatch, tmp_path):
+    started = []
+    monkeypatch.setattr(os, "execve", lambda *args: started.append(args))
+    code, out, err = run_cli(capsys, "run", "--master", "local[1]", tmp_path / "missing.py", "--total", "5")
+    assert (code, out, started) == (2, "", [])
+    assert err == f"persistent: error: application {tmp_path / 'missing.py'} does not exist (or is not a file)\n"
+
+
+def test_run_without_an_application_is_a_usage_error(capsys):
+    code, _, err = run_cli(capsys, "run", "--master", "local[1]", "--verbose")
+    assert code == 2 and "persistent run needs the application" in err
+
+
+def test_run_passes_defaults_then_spark_submit_options_then_the_application_and_its_arguments(monkeypatch):
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    app = os.path.join(os.path.dirname(cli.__file__), os.pardir, "examples", "count.py")
+    command, environment = cli.submit_command(
+        ["--master", "local[1]", "--verbose", "--conf=spark.x=1", "--conf", "spark.y=2", app, "--total", "5", "-v"]
+    )
+    spark_submit, _, properties, _, java_options, *rest = command
+    assert os.access(spark_submit, os.X_OK) and spark_submit.endswith("/bin/spark-submit")
+    assert os.path.isfile(properties) and properties.endswith("conf/spark-defaults.conf")
+    logging = java_options.removeprefix("spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file://")
+    assert os.path.isfile(logging) and "rootLogger.level = warn" in open(logging).read()
+    assert rest == ["--master", "local[1]", "--verbose", "--conf=spark.x=1", "--conf", "spark.y=2", app, "--total",
+                    "5", "-v"]
+    assert environment["PYSPARK_PYTHON"] == sys.executable
+
+
+def test_run_keeps_a_python_the_caller_chose(monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python/bin/python3")
+    _, environment = cli.submit_command([cli.__file__])
+    assert environment["PYSPARK_PYTHON"] == "/opt/python/bin/python3"
+
+
+def test_the_job_the_rewind_tests_stand_on_has_three_clocks_in_its_history(counting_job):
+    assert [r.clock_ms for r in counting_job.directory.clock.history()] == [100, 200, 400]

@@ -1,0 +1,153 @@
+"""Runs an example with ``spark-submit`` and kills it for real.
+
+A run is started in a session of its own, so SIGKILL reaches every process of the
+job: the driver JVM, its Python driver, PySpark's worker daemon (which moves into a
+process group of its own) and the Python workers, and on a ``local-cluster`` master
+the executor JVMs. Kills happen at a named crash point (``persistent.faults``) or
+after a random delay; the seed of the random choices is printed, and setting
+``PERSISTENT_CRASH_SEED`` replays them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.find_spark_home import _find_spark_home
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run of the job ended."""
+
+    killed: bool
+    returncode: int
+    log: str
+
+
+def session_processes(session: int) -> list[int]:
+    """The live pids whose session id is ``session``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == session and fields[0] != "Z":  # zombies are dead, only unreaped
+                pids.append(int(entry.name))
+    return pids
+
+
+def kill_session(session: int) -> None:
+    """SIGKILL to every process of ``session`` until none is left."""
+    for _ in range(50):
+        pids = session_processes(session)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    raise RuntimeError(f"processes of session {session} survive SIGKILL: {session_processes(session)}")
+
+
+class Crasher:
+    """Runs ``examples/EXAMPLE.py ARGS`` again and again in ``workdir``."""
+
+    def __init__(self, example: str, args: list[str], workdir: Path, master: str = "local[2]", seed: int | None = None):
+        self.command = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", master,
+                        str(EXAMPLES / f"{example}.py"), *args]
+        self.workdir = workdir
+        self.seed = int(os.environ.get("PERSISTENT_CRASH_SEED", seed if seed is not None else random.randrange(2**32)))
+        self.random = random.Random(self.seed)
+        self.runs = 0
+        print(f"crash harness: seed {self.seed} (PERSISTENT_CRASH_SEED={self.seed} replays it)", file=sys.stderr)
+
+    def _start(self, env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+        self.runs += 1
+        log = self.workdir / f"run-{self.runs:02d}.log"
+        environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **env}
+        with open(log, "wb") as out:
+            process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=environment,
+                                       start_new_session=True)
+        return process, log
+
+    def _finish(self, process: subprocess.Popen, log: Path, kill: bool) -> Outcome:
+        if kill:
+            kill_session(process.pid)
+        returncode = process.wait()
+        kill_session(process.pid)  # workers left behind by a job that ended on its own
+        return Outcome(kill, returncode, log.read_text(errors="replace"))
+
+    def _to_the_end(self, process: subprocess.Popen, log: Path, timeout_s: float) -> Outcome:
+        """Lets the run end; fails the test when it does not in ``timeout_s``."""
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._finish(process, log, kill=True)
+            raise AssertionError(f"run {self.runs} did not finish in {timeout_s} s (seed {self.seed}); log: {log}")
+        return self._finish(process, log, kill=False)
+
+    def run(self, timeout_s: float = 300) -> Outcome:
+        """One run to its end."""
+        process, log = self._start({})
+        return self._to_the_end(process, log, timeout_s)
+
+    def crash_at(self, point: str, arrival: int, timeout_s: float = 300) -> Outcome:
+        """Runs until the ``arrival``-th arrival at crash point ``point``, then kills the job.
+
+        A run that ends before reaching the point is not killed.
+        """
+        marker = self.workdir / f"crashed-{self.runs + 1:02d}"
+        process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
+        return self._finish(process, log, kill=self._wait(process, lambda: marker.exists(), timeout_s))
+
+    def crash_after_random_delay(self, low_s: float, high_s: float) -> Outcome:
+        """Kills the job after a delay drawn from the seeded random source."""
+        delay = self.random.uniform(low_s, high_s)
+        process, log = self._start({})
+        deadline = time.monotonic() + delay
+        return self._finish(process, log, kill=self._wait(process, lambda: time.monotonic() >= deadline, delay + 5))
+
+    def kill_one_executor_after(self, needle: str, timeout_s: float = 300) -> Outcome:
+        """Once the log shows ``needle``, SIGKILLs one executor JVM (``local-cluster``
+        masters) and lets the job run to its end: Spark must retry the lost tasks."""
+        process, log = self._start({})
+        if not self._wait(process, lambda: needle in log.read_text(errors="replace"), timeout_s):
+            raise AssertionError(f"{needle!r} never appeared in {log}")
+        executors = [pid for pid in session_processes(process.pid) if b"CoarseGrainedExecutorBackend" in _cmdline(pid)]
+        if not executors:
+            self._finish(process, log, kill=True)
+            raise AssertionError("no executor process found: is the master local-cluster?")
+        os.kill(executors[0], signal.SIGKILL)
+        return self._to_the_end(process, log, timeout_s)
+
+    @staticmethod
+    def _wait(process: subprocess.Popen, condition, timeout_s: float) -> bool:
+        """True when ``condition`` came true while the process ran; False when it ended first."""
+        deadline = time.monotonic() + timeout_s
+        while process.poll() is None:
+            if condition():
+                return True
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
