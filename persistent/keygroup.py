@@ -102,12 +102,6 @@ class _KeyState:
         self.origins: list[int] = []
         self.bad: list[BadRecord] = []
 
-    def begin(self, origin: int, key) -> None:
-        """The next message, at row ``origin``, with ``key``."""
-        self.key = key
-        self.mark = len(self.keys)
-        self.origin = origin
-
     def update(self, timestamp_ms: int, value) -> bool:
         where = f"key {self.key!r} at timestamp {timestamp_ms}"
         timestamp_ms = check_time_ms(timestamp_ms, f"timestamp of {where}")
@@ -286,7 +280,8 @@ class KeyGroup:
         for origin, (key, timestamp, value) in enumerate(
             zip(messages["key"].tolist(), messages["timestamp"].tolist(), messages["value"].tolist())
         ):
-            state.begin(origin, key)
+            # The next message: its key, its row, and where its updates start.
+            state.key, state.origin, state.mark = key, origin, len(state.keys)
             try:
                 process(state, Message(key, timestamp, value))
             except (TaskDefinitionError, BadRecordError):
