@@ -11,22 +11,11 @@ import pytest
 pytestmark = pytest.mark.spark
 
 
-def test_closed_window_averages_equal_pandas(spark, tmp_path):
-    import window_average
-
-    total, keys, size, step = 6_000, 3, 2_000, 500
-    args = window_average.parser().parse_args(
-        ["--checkpoint", str(tmp_path / "ck"), "--output", f"sqlite://{tmp_path / 'out.db'}",
-         "--total", str(total), "--keys", str(keys), "--window-ms", str(size), "--slide-ms", str(step),
-         "--rows-per-batch", "1500", "--available-now", "--interval-ms", "500"]
-    )
-    job = window_average.build_job(args)
-    job.on_progress = None
-    job.run(spark)
-    with sqlite3.connect(tmp_path / "out.db") as db:
+def assert_windows_equal_pandas(database, total: int, keys: int, size: int, step: int) -> None:
+    """The sink's closed windows are exactly those pandas computes from the generator's
+    messages (message i: key k{i % keys}, time i + 1, value i), with the same averages."""
+    with sqlite3.connect(database) as db:
         got = pd.read_sql("SELECT key, window_start, window_end, average FROM window_average", db)
-
-    # The generator: message i has key k{i % keys}, time i + 1, value i.
     i = np.arange(total)
     messages = pd.DataFrame({"key": [f"k{n % keys}" for n in i], "ts": i + 1, "value": i.astype(float)})
     rows = []
@@ -42,3 +31,18 @@ def test_closed_window_averages_equal_pandas(spark, tmp_path):
     merged = closed.merge(got, on=["key", "window_start", "window_end"], how="outer", suffixes=("", "_got"))
     assert merged["average_got"].notna().all() and merged["average"].notna().all()
     np.testing.assert_allclose(merged["average_got"], merged["average"])
+
+
+def test_closed_window_averages_equal_pandas(spark, tmp_path):
+    import window_average
+
+    total, keys, size, step = 6_000, 3, 2_000, 500
+    args = window_average.parser().parse_args(
+        ["--checkpoint", str(tmp_path / "ck"), "--output", f"sqlite://{tmp_path / 'out.db'}",
+         "--total", str(total), "--keys", str(keys), "--window-ms", str(size), "--slide-ms", str(step),
+         "--rows-per-batch", "1500", "--available-now", "--interval-ms", "500"]
+    )
+    job = window_average.build_job(args)
+    job.on_progress = None
+    job.run(spark)
+    assert_windows_equal_pandas(tmp_path / "out.db", total, keys, size, step)
