@@ -9,6 +9,9 @@ keyed (by key, and window start for windows), so writing them again is harmless.
 
 Result columns: ``key``, ``window_start`` and ``window_end`` (ms; windows only) and
 ``value``.
+
+With at-least-once or at-most-once delivery (``persistent.delivery``) results are
+appended instead (``Sink.append``): no marker, a replayed batch's rows are added again.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ class Sink(ABC):
         """Called before a job starts with no checkpoint: raises ``ValueError`` when the
         sink holds batches of an earlier run, whose batch ids this run would reuse."""
 
+    def append(self, results, batch: BatchId, windowed: bool) -> None:
+        """Adds one micro-batch's results to what is there, each row with its
+        ``generation`` and ``batch``, and no marker: a replayed batch adds its rows
+        again. At-least-once and at-most-once delivery write this way
+        (``persistent.delivery``); a sink without it supports exactly-once only."""
+        raise NotImplementedError(f"{type(self).__name__} cannot append results")
+
 
 class TransactionalSink(Sink):
     """Upserts results into ``table`` of a SQL database, keyed by key (and window start
@@ -85,13 +95,15 @@ class TransactionalSink(Sink):
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         self.write_frame(results.toPandas(), batch, windowed)
 
+    def append(self, results, batch: BatchId, windowed: bool) -> None:
+        self.append_frame(results.toPandas(), batch, windowed)
+
     def write_frame(self, frame, batch: BatchId, windowed: bool) -> None:
         """Writes one micro-batch of results given as a pandas DataFrame."""
         types = self._type(frame["key"]), self._type(frame["value"])
-        # Plain Python values (numpy's are not adaptable); the last row of a key wins.
+        # The last row of a key wins.
         keyed = ["key", "window_start"] if windowed else ["key"]
-        frame = frame[result_columns(windowed)].drop_duplicates(keyed, keep="last").astype(object)
-        rows = list(frame.itertuples(index=False, name=None))
+        rows = _rows(frame[result_columns(windowed)].drop_duplicates(keyed, keep="last"))
         with self._transaction() as db:
             self._create_markers(db)
             db.execute(
@@ -123,6 +135,21 @@ class TransactionalSink(Sink):
             f"batch {self.TYPES['i']}, PRIMARY KEY (sink, generation, batch))"
         )
 
+    def append_frame(self, frame, batch: BatchId, windowed: bool) -> None:
+        """Appends one micro-batch of results given as a pandas DataFrame (``Sink.append``)
+        to ``TABLE(key, [window_start, window_end,] value, generation, batch)``, a table
+        without a primary key."""
+        types = self._type(frame["key"]), self._type(frame["value"])
+        rows = _rows(frame[result_columns(windowed)].assign(generation=batch.generation, batch=batch.batch))
+        names = [*self._names(windowed), "generation", "batch"]
+        with self._transaction() as db:
+            if rows:
+                db.execute(self._create(windowed, *types, appended=True))
+                db.executemany(
+                    f"INSERT INTO {self.table} ({', '.join(names)}) VALUES ({self._placeholders(len(names))})", rows
+                )
+            crash_point("sink")
+
     def _upsert(self, db, rows: list[tuple], windowed: bool) -> None:
         values = f"VALUES ({self._placeholders(len(self._names(windowed)))})"
         db.executemany(self._upsert_statement(windowed, values), rows)
@@ -147,11 +174,17 @@ class TransactionalSink(Sink):
     def _placeholders(self, n: int) -> str:
         return ", ".join([self.PLACEHOLDER] * n)
 
-    def _create(self, windowed: bool, key_type: str, value_type: str) -> str:
+    def _create(self, windowed: bool, key_type: str, value_type: str, appended: bool = False) -> str:
         k, v, integer = self.key_column, self.value_column, self.TYPES["i"]
         columns = f"{k} {key_type}, window_start {integer}, window_end {integer}" if windowed else f"{k} {key_type}"
         key = f"{k}, window_start" if windowed else k
-        return f"CREATE TABLE IF NOT EXISTS {self.table} ({columns}, {v} {value_type}, PRIMARY KEY ({key}))"
+        last = f"generation {integer}, batch {integer}" if appended else f"PRIMARY KEY ({key})"
+        return f"CREATE TABLE IF NOT EXISTS {self.table} ({columns}, {v} {value_type}, {last})"
+
+
+def _rows(frame) -> list[tuple]:
+    """The frame's rows as tuples of plain Python values (numpy's are not adaptable)."""
+    return list(frame.astype(object).itertuples(index=False, name=None))
 
 
 class SQLiteSink(TransactionalSink):
@@ -197,19 +230,31 @@ class ParquetSink(Sink):
             )
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
+        self._write(results, batch, windowed, "overwrite")
+
+    def append(self, results, batch: BatchId, windowed: bool) -> None:
+        """Adds files to ``DIR/generation=G/batch=N``: a replayed batch's rows are there twice."""
+        self._write(results, batch, windowed, "append")
+
+    def _write(self, results, batch: BatchId, windowed: bool, mode: str) -> None:
         target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
         renamed = results.withColumnsRenamed({"key": self.key_column, "value": self.value_column})
-        renamed.select(*self._columns(windowed)).write.mode("overwrite").parquet(target)
+        renamed.select(*self._columns(windowed)).write.mode(mode).parquet(target)
 
     def _columns(self, windowed: bool) -> list[str]:
         names = {"key": self.key_column, "value": self.value_column}
         return [names.get(c, c) for c in result_columns(windowed)]
 
-    def read(self, windowed: bool = False):
-        """The final results in a local directory, as pandas, without Spark."""
+    def rows(self):
+        """Every row in a local directory with its ``generation`` and ``batch``, as pandas,
+        without Spark: with at-least-once and at-most-once delivery, the appended effects."""
         import pyarrow.dataset as ds
 
-        frame = ds.dataset(local_path(self.directory), format="parquet", partitioning="hive").to_table().to_pandas()
+        return ds.dataset(local_path(self.directory), format="parquet", partitioning="hive").to_table().to_pandas()
+
+    def read(self, windowed: bool = False):
+        """The final results in a local directory, as pandas, without Spark."""
+        frame = self.rows()
         columns = self._columns(windowed)
         latest = frame.sort_values(["generation", "batch"], kind="stable")
         latest = latest.drop_duplicates(columns[:2] if windowed else columns[:1], keep="last")
@@ -228,6 +273,9 @@ class ConsoleSink(Sink):
         if len(frame):
             print(f"-- batch {batch.generation}.{batch.batch}")
             print(frame.to_string(index=False))
+
+    def append(self, results, batch: BatchId, windowed: bool) -> None:
+        self.write(results, batch, windowed)
 
 
 def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", value_column: str = "value") -> Sink:

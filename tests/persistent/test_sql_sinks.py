@@ -177,3 +177,22 @@ def test_a_fresh_start_into_a_table_of_an_earlier_run_is_refused(database):
         database.sink().check_fresh_start(None)
     database.sink("other").check_fresh_start(None)  # another table of the same database is free
     assert database.query("SELECT key, value FROM results") == [("a", 1)]
+
+def test_appended_batches_add_rows_and_a_replay_adds_them_again(database):
+    sink = database.sink("counts", key_column="word", value_column="count")
+    sink.append_frame(counts({"a": 1, "b": 2}), BatchId(0, 0), windowed=False)
+    sink.append_frame(counts({"a": 3}), BatchId(0, 1), windowed=False)
+    sink.append_frame(counts({"a": 3}), BatchId(0, 1), windowed=False)  # a replay: no marker stops it
+    sink.append_frame(counts({}), BatchId(0, 2), windowed=False)
+    assert database.query("SELECT word, count, generation, batch FROM counts") == [
+        ("a", 1, 0, 0), ("a", 3, 0, 1), ("a", 3, 0, 1), ("b", 2, 0, 0),
+    ]
+    assert database.query("SELECT word, SUM(count) FROM counts GROUP BY word") == [("a", 7), ("b", 2)]
+
+
+def test_appended_windows_keep_their_bounds(database):
+    sink = database.sink("averages", value_column="average")
+    sink.append_frame(windows([("a", 0, 10, 1.5), ("b", 0, 10, 3.25)]), BatchId(2, 7), windowed=True)
+    assert database.query("SELECT key, window_start, window_end, average, generation, batch FROM averages") == [
+        ("a", 0, 10, 1.5, 2, 7), ("b", 0, 10, 3.25, 2, 7),
+    ]
