@@ -1,6 +1,10 @@
-"""MessageCount: counts per key from the generator or a files source, exactly once.
+"""MessageCount: counts per key from the generator or a files source, exactly once by default.
 
     spark-submit examples/count.py --checkpoint DIR --output sqlite:///PATH [--total N] [--available-now]
+
+The counts are ``SELECT key, SUM(count) FROM counts GROUP BY key`` with every
+``--delivery``: one row per key with exactly-once, one per key and micro-batch with
+at-least-once and at-most-once (docs/delivery.md).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Count  # noqa: E402
-from persistent import BadRecords, FilesSource, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import BadRecords, Delivery, FilesSource, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 
@@ -42,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-groups", type=int, default=16, help="number of key groups (tasks)")
     p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
                    help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
+    p.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
+                   help="delivery guarantee (default: %(default)s); see docs/delivery.md")
     return p
 
 
@@ -59,6 +65,7 @@ def build_job(args) -> Job:
         watermark_delay_ms=args.watermark_delay_ms,
         key_groups=args.key_groups,
         bad_records=args.bad_records,
+        delivery=args.delivery,
     )
 
 

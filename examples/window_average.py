@@ -5,7 +5,9 @@ Each closed window's average goes to the sink:
     spark-submit examples/window_average.py --checkpoint DIR --output sqlite:///PATH [--available-now]
 
 With SQLite output the averages are in table ``window_average(key, window_start,
-window_end, average)``.
+window_end, average)``. With ``--delivery at-least-once`` or ``at-most-once`` each
+closed window is appended with its ``generation`` and ``batch``: after a failure a
+window may appear twice (at-least-once) or lack messages (at-most-once; docs/delivery.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Averaged  # noqa: E402
-from persistent import BadRecords, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import BadRecords, Delivery, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
 from state import Window, WindowState  # noqa: E402
 
 
@@ -50,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-groups", type=int, default=4, help="number of key groups (tasks)")
     p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
                    help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
+    p.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
+                   help="delivery guarantee (default: %(default)s); see docs/delivery.md")
     return p
 
 
@@ -63,6 +67,7 @@ def build_job(args) -> Job:
         checkpoint_interval_ms=args.interval_ms,
         key_groups=args.key_groups,
         bad_records=args.bad_records,
+        delivery=args.delivery,
     )
 
 

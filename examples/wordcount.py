@@ -1,9 +1,12 @@
-"""Word count over a directory of text files, exactly once.
+"""Word count over a directory of text files, exactly once by default.
 
     spark-submit examples/wordcount.py --input DIR --checkpoint DIR --output sqlite:///PATH [--available-now]
 
 With SQLite output the counts are in table ``wordcount(word TEXT PRIMARY KEY, count INTEGER)``.
 Running it again on the same checkpoint continues where it stopped and changes no count.
+With ``--delivery at-least-once`` or ``at-most-once`` each micro-batch appends its own
+counts to ``wordcount(word, count, generation, batch)`` instead; the totals are
+``SELECT word, SUM(count) FROM wordcount GROUP BY word`` (docs/delivery.md).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 from monoids import Count  # noqa: E402
-from persistent import BadRecords, FilesSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import BadRecords, Delivery, FilesSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 
@@ -49,6 +52,7 @@ def build_job(args) -> Job:
         key_groups=args.key_groups,
         bad_records=args.bad_records,
         prepare=split_words,
+        delivery=args.delivery,
     )
 
 
@@ -64,6 +68,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--files-per-batch", type=int, default=1, help="files read per micro-batch")
     p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
                    help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
+    p.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
+                   help="delivery guarantee (default: %(default)s); see docs/delivery.md")
     return p
 
 

@@ -9,7 +9,9 @@ process waits, the others go on. The points, in the order a micro-batch reaches 
 - ``batch``: on the driver, the micro-batch's results computed, nothing committed;
 - ``sink``: inside the sink's transaction, the results written but not committed;
 - ``checkpoints``: the first of the batch's checkpoints durable, the others not yet;
-- ``clock``: every checkpoint durable, the clock not yet advanced.
+- ``clock``: every checkpoint durable, the clock not yet advanced;
+- ``committed``: on the driver, all of the micro-batch written (sink, checkpoints,
+  clock, progress), Spark's commit of it not yet.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 
 __all__ = ["POINTS", "crash_point"]
 
-POINTS = ("group", "batch", "sink", "checkpoints", "clock")
+POINTS = ("group", "batch", "sink", "checkpoints", "clock", "committed")
 
 _arrivals: dict[str, int] = {}
 

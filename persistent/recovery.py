@@ -54,6 +54,8 @@ class RecoveryPath(enum.Enum):
     FRESH = "fresh"
     SAME_CHECKPOINT = "A"
     FROM_CLOCK = "B"
+    #: At-most-once (``persistent.delivery``): empty state, sources after the position taken.
+    AFTER_POSITION = "position"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,11 @@ class Recovery:
             return "fresh start: no checkpoint clock yet"
         if self.path is RecoveryPath.SAME_CHECKPOINT:
             return f"recovery path A: continuing Spark's checkpoint (generation {self.generation})"
+        if self.path is RecoveryPath.AFTER_POSITION:
+            return (
+                f"at-most-once restart: state starts empty and the sources start at {self.floor_ms}, "
+                f"after every message taken before (generation {self.generation})"
+            )
         return (
             f"recovery path B: Spark's checkpoint is gone; restored {len(self.restored)} task(s) "
             f"at clock {self.floor_ms} and rewound the sources to it (generation {self.generation})"

@@ -22,7 +22,8 @@ times (so they never move the watermark), and the key groups isolate the message
 the task or its monoid refuses. Marked rows change no state; the driver fails the
 micro-batch on them or writes them to the dead-letter output, as the job says.
 
-See ``persistent.recovery`` for the restart paths A and B.
+See ``persistent.recovery`` for the restart paths A and B, and ``persistent.delivery``
+for what changes with at-least-once and at-most-once delivery.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from itertools import chain
 import pandas as pd
 
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.delivery import Delivery, plan, write_effects
 from persistent.faults import crash_point
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
@@ -104,6 +106,9 @@ class Job:
     ``dead_letter_dir`` (``"dead-letter"``; by default ``CHECKPOINT_DIR/dead-letters``).
     With ``max_event_time_skew_ms``, a message whose event time is more than that
     after its micro-batch's processing time is a bad record too.
+
+    ``delivery`` is the guarantee (``persistent.delivery.Delivery`` or its value):
+    ``"exactly-once"`` (the default), ``"at-least-once"`` or ``"at-most-once"``.
     """
 
     task: PersistentTask
@@ -122,6 +127,7 @@ class Job:
     bad_records: BadRecords | str = BadRecords.FAIL
     dead_letter_dir: str | None = None
     max_event_time_skew_ms: int | None = None
+    delivery: Delivery | str = Delivery.EXACTLY_ONCE
 
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
@@ -135,6 +141,10 @@ class Job:
         except ValueError:
             choices = ", ".join(repr(m.value) for m in BadRecords)
             raise ValueError(f"Job: bad_records must be one of {choices}, got {self.bad_records!r}") from None
+        self.delivery = Delivery.of(self.delivery, "Job: delivery")
+        self.delivery.check_sink(self.sink)
+        # Only exactly-once checkpoints its tasks and keeps a clock.
+        self.checkpoints = self.checkpoints and self.delivery.checkpoints
         self.spec = self.task.state_spec()
 
     @property
@@ -150,9 +160,10 @@ class Job:
         """Plans recovery, builds the query and starts it."""
         _ship_by_value(type(self.task))
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
-        recovery = directory.plan(self.key_groups)
+        recovery = plan(self.delivery, directory, self.key_groups)
         print(f"[persistent] {recovery.describe()}", file=sys.stderr)
-        if recovery.path is RecoveryPath.FRESH:
+        if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
+            # Appended batches carry no marker that a reused batch id could hit.
             self.sink.check_fresh_start(spark)
         results = self._stateful(self._messages(spark, recovery), recovery)
         writer = results.writeStream.foreachBatch(_Committer(self, directory, recovery))
@@ -226,7 +237,7 @@ class Job:
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
             "data binary, applied bigint, late bigint, replayed bigint, watermark_ms bigint, state_bytes bigint, "
-            f"{BAD_RECORD_COLUMN} string, bad_records bigint"
+            f"{BAD_RECORD_COLUMN} string, bad_records bigint, max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
@@ -243,7 +254,7 @@ class Job:
         )
         function = _group_function(
             self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.checkpoints,
-            self.bad_records,
+            self.bad_records, self.delivery.carries_state(self.windowed),
         )
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
@@ -278,20 +289,23 @@ def _group_function(
     values_as_text: bool,
     checkpoints: bool,
     mode: BadRecords,
+    carries: bool,
 ):
     floor_ms, restored = recovery.floor_ms, recovery.restored
 
     def run_group(key, frames, state):
         grp = int(key[0])
-        if state.exists:
+        if state.exists and carries:
             group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
         elif grp in restored:
             group = KeyGroup.restore(task, interval_ms, floor_ms, restored[grp])
         else:
             group = KeyGroup(task, interval_ms, floor_ms)
         applied = late = replayed = 0
+        max_time_ms = -1
         bad: list[BadRecord] = []
         for frame in frames:
+            max_time_ms = max(max_time_ms, _newest_ms(frame))
             try:
                 a, r, lt, b = group.apply(frame, mode)
             except BadRecordError as exc:
@@ -301,11 +315,13 @@ def _group_function(
             applied, replayed, late, bad = applied + a, replayed + r, late + lt, bad + b
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
-        encoded = group.encode()
-        state.update((encoded,))
-        crash_point("group")
-        # Wake this group when the watermark passes its next boundary, even with no input.
-        state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
+        encoded = b""
+        if carries:
+            encoded = group.encode()
+            state.update((encoded,))
+            crash_point("group")
+            # Wake this group when the watermark passes its next boundary, even with no input.
+            state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
         values = results["value"].astype(str) if values_as_text else results["value"]
         yield _output(grp, [
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
@@ -313,18 +329,24 @@ def _group_function(
             ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1],
                           "data": [checkpoint[1] if checkpoint else None], "applied": [applied], "late": [late],
                           "replayed": [replayed], "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
-                          "bad_records": [len(bad)]}),
+                          "bad_records": [len(bad)], "max_time_ms": [max_time_ms]}),
             ("bad", len(bad), {BAD_RECORD_COLUMN: [b.json() for b in bad]}),
         ])
 
     return run_group
 
 
+def _newest_ms(frame: pd.DataFrame) -> int:
+    """The newest event time of the frame's unmarked messages; -1 without any."""
+    times = frame.loc[frame[BAD_RECORD_COLUMN].isna(), "timestamp"]
+    return int(times.max()) if len(times) else -1
+
+
 #: Columns of the stateful function's rows after ``kind`` and ``grp``, and their value
 #: in rows of a kind that does not use them.
 _OUTPUT_DEFAULTS = {
     "time_ms": -1, "key": None, "window_end": -1, "value": None, "data": None, "applied": 0, "late": 0,
-    "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None, "bad_records": 0,
+    "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None, "bad_records": 0, "max_time_ms": -1,
 }
 
 
@@ -367,10 +389,12 @@ class _Committer:
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
             groups = frame.where(F.col("kind") == "group").select(
-                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes", "bad_records"
+                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes", "bad_records",
+                "max_time_ms",
             ).collect()
             dead_letters = self._bad_records(frame, batch, sum(r.bad_records for r in groups))
-            self.job.sink.write(results, batch, self.job.windowed)
+            next_ms = max((r.max_time_ms for r in groups), default=-1) + 1
+            write_effects(self.job.delivery, self.directory, self.job.sink, results, batch, self.job.windowed, next_ms)
         finally:
             frame.unpersist()
         due = [row for row in groups if row.time_ms >= 0]
@@ -405,6 +429,7 @@ class _Committer:
         self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:
             self.job.on_progress(progress)
+        crash_point("committed")
 
     def _bad_records(self, frame, batch: BatchId, count: int) -> int:
         """Fails the micro-batch on its bad records, or writes them to the dead-letter

@@ -1,0 +1,143 @@
+"""The delivery setting without Spark: parsing, what each setting keeps, how a job
+directory starts under each, and counting lost and duplicated effects."""
+
+from __future__ import annotations
+
+import pytest
+
+from monoids import Count
+from persistent import PersistentTask
+from persistent.delivery import Delivery, Effects, Position, plan, write_effects
+from persistent.recovery import JobDirectory, RecoveryPath
+from persistent.runtime import Job
+from persistent.sinks import BatchId, SQLiteSink, Sink
+from persistent.sources import GeneratorSource
+from state import NonWindowState
+from state.fs import LocalFileSystem
+
+AT_MOST, AT_LEAST, EXACTLY = Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE, Delivery.EXACTLY_ONCE
+
+
+@pytest.fixture
+def directory(tmp_path):
+    return JobDirectory(LocalFileSystem(), str(tmp_path / "job"))
+
+
+def spark_has_a_query(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.spark, "offsets", "0"), b"v1")
+
+
+class Counter(PersistentTask):
+    def persistent_state(self):
+        return NonWindowState(Count())
+
+    def process_message(self, state, message):
+        state.update(message.timestamp, 1)
+
+
+class WriteOnly(Sink):
+    def write(self, results, batch, windowed):
+        pass
+
+
+def job(tmp_path, **settings):
+    return Job(task=Counter(), source=GeneratorSource(), sink=settings.pop("sink", SQLiteSink(str(tmp_path / "o.db"))),
+               checkpoint_dir=str(tmp_path / "ck"), **settings)
+
+
+def test_a_setting_is_its_value_or_the_enum_and_exactly_once_is_the_default(tmp_path):
+    assert [d.value for d in Delivery] == ["at-most-once", "at-least-once", "exactly-once"]
+    assert Delivery.of("at-least-once") is AT_LEAST and Delivery.of(AT_MOST) is AT_MOST
+    assert job(tmp_path).delivery is EXACTLY
+    assert job(tmp_path, delivery="at-most-once").delivery is AT_MOST
+
+
+def test_an_unknown_setting_names_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="Job: delivery must be one of 'at-most-once', 'at-least-once', "
+                                         "'exactly-once', got 'twice'"):
+        job(tmp_path, delivery="twice")
+
+
+def test_a_sink_that_cannot_append_serves_exactly_once_only(tmp_path):
+    assert job(tmp_path, sink=WriteOnly()).delivery is EXACTLY
+    with pytest.raises(ValueError, match="delivery 'at-least-once' appends .* WriteOnly has no append"):
+        job(tmp_path, sink=WriteOnly(), delivery="at-least-once")
+
+
+def test_only_exactly_once_checkpoints_and_only_it_keeps_unwindowed_state():
+    assert [d.checkpoints for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
+    assert [d.carries_state(False) for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
+    assert all(d.carries_state(True) for d in Delivery)
+
+
+def test_at_least_once_starts_fresh_then_continues_spark_s_checkpoint(directory):
+    assert plan(AT_LEAST, directory, 4).path is RecoveryPath.FRESH
+    spark_has_a_query(directory)
+    again = plan(AT_LEAST, directory, 4)
+    assert (again.path, again.floor_ms, again.restored) == (RecoveryPath.SAME_CHECKPOINT, 0, {})
+    # Spark's checkpoint lost: with no clock, the sources start from the beginning.
+    directory.fs.delete(directory.spark)
+    assert (plan(AT_LEAST, directory, 4).path, directory.clock.read()) == (RecoveryPath.FRESH, None)
+
+
+def test_at_most_once_restarts_after_its_position_on_empty_state(directory):
+    first = plan(AT_MOST, directory, 4)
+    assert (first.path, first.generation, first.floor_ms) == (RecoveryPath.FRESH, 0, 0)
+    position = Position(directory)
+    position.take(0, 1_500)
+    position.take(0, 900)  # a batch whose newest message is older: the position stays
+    assert position.read() == (0, 1_500)
+    spark_has_a_query(directory)
+    restart = plan(AT_MOST, directory, 4)
+    assert (restart.path, restart.generation, restart.floor_ms, restart.restored) == (
+        RecoveryPath.AFTER_POSITION, 1, 1_500, {})
+    assert not directory.fs.exists(directory.spark)  # the last run's unfinished batch is not replayed
+    assert "sources start at 1500" in restart.describe()
+    assert plan(AT_MOST, directory, 4).generation == 2
+
+
+def test_a_directory_keeps_the_setting_it_was_written_with(directory):
+    plan(AT_LEAST, directory, 4)
+    with pytest.raises(ValueError, match="written with delivery='at-least-once', this job has "
+                                         "delivery='exactly-once'"):
+        plan(EXACTLY, directory, 4)
+
+
+def test_a_directory_from_before_the_setting_is_exactly_once(directory):
+    directory.plan(4)  # written without a delivery record
+    with pytest.raises(ValueError, match="written with delivery='exactly-once'"):
+        plan(AT_MOST, directory, 4)
+    assert plan(EXACTLY, directory, 4).path is RecoveryPath.FRESH
+
+
+def test_a_corrupt_position_is_an_error_naming_the_file(directory):
+    plan(AT_MOST, directory, 4)
+    directory.fs.write_atomic(Position(directory).path, b"{")
+    with pytest.raises(ValueError, match="position is corrupt"):
+        plan(AT_MOST, directory, 4)
+
+
+class Recorder(Sink):
+    def __init__(self, directory):
+        self.directory, self.calls = directory, []
+
+    def write(self, results, batch, windowed):
+        self.calls.append(("write", batch, Position(self.directory).read()))
+
+    def append(self, results, batch, windowed):
+        self.calls.append(("append", batch, Position(self.directory).read()))
+
+
+def test_at_most_once_records_the_position_before_the_effects(directory):
+    sink, batch = Recorder(directory), BatchId(3, 5)
+    write_effects(AT_MOST, directory, sink, None, batch, False, 7_000)
+    write_effects(AT_LEAST, directory, sink, None, batch, False, 9_000)
+    write_effects(EXACTLY, directory, sink, None, batch, False, 9_000)
+    assert sink.calls == [("append", batch, (3, 7_000)), ("append", batch, (3, 7_000)), ("write", batch, (3, 7_000))]
+
+
+def test_effects_count_shortfalls_as_lost_and_excesses_as_duplicated():
+    effects = Effects({"a": 10, "b": 5, "c": 5}, {"a": 12, "b": 1, "d": 1})
+    assert (effects.lost, effects.duplicated, effects.total) == (4 + 5, 2 + 1, 20)
+    assert effects.accuracy == pytest.approx(1 - 12 / 20)
+    assert Effects({"a": 3}, {"a": 3}).line() == "0 lost, 0 duplicated, accuracy 100.00%"
