@@ -178,6 +178,7 @@ def test_a_fresh_start_into_a_table_of_an_earlier_run_is_refused(database):
     database.sink("other").check_fresh_start(None)  # another table of the same database is free
     assert database.query("SELECT key, value FROM results") == [("a", 1)]
 
+
 def test_appended_batches_add_rows_and_a_replay_adds_them_again(database):
     sink = database.sink("counts", key_column="word", value_column="count")
     sink.append_frame(counts({"a": 1, "b": 2}), BatchId(0, 0), windowed=False)
