@@ -64,8 +64,9 @@ def test_a_sink_that_cannot_append_serves_exactly_once_only(tmp_path):
         job(tmp_path, sink=WriteOnly(), delivery="at-least-once")
 
 
-def test_only_exactly_once_checkpoints_and_only_it_keeps_unwindowed_state():
+def test_only_exactly_once_checkpoints_and_only_it_keeps_unwindowed_state(tmp_path):
     assert [d.checkpoints for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
+    assert [job(tmp_path, delivery=d).checkpoints for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
     assert [d.carries_state(False) for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
     assert all(d.carries_state(True) for d in Delivery)
 
