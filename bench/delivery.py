@@ -40,6 +40,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
 import count  # noqa: E402
 
+from bench.measure import batches_of, directory_bytes  # noqa: E402
 from persistent.delivery import Delivery, Effects  # noqa: E402
 from persistent.session import spark_session  # noqa: E402
 from persistent.sinks import Sink  # noqa: E402
@@ -93,16 +94,10 @@ def build(args, workdir: Path, delivery: Delivery):
     return job
 
 
-def directory_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
 def stored(workdir: Path) -> dict[str, int]:
     """Bytes by part of the checkpoint directory, and the sink's rows and bytes."""
-    parts = {}
-    for entry in sorted((workdir / "ck").iterdir()):
-        if not entry.name.startswith("."):
-            parts[entry.name] = directory_bytes(entry) if entry.is_dir() else entry.stat().st_size
+    parts = {name: size for name, size in sorted(directory_bytes(str(workdir / "ck")).items())
+             if not name.startswith(".")}
     with sqlite3.connect(workdir / "out.db") as db:
         parts["sink rows"] = db.execute("SELECT COUNT(*) FROM counts").fetchone()[0]
     parts["sink bytes"] = (workdir / "out.db").stat().st_size
@@ -114,19 +109,17 @@ def totals(workdir: Path) -> dict[str, int]:
         return dict(db.execute("SELECT key, SUM(count) FROM counts GROUP BY key").fetchall())
 
 
-def clean_run(spark, args, workdir: Path, delivery: Delivery) -> list[tuple[int, float]]:
-    """One run without failures: ``(input rows, triggerExecution ms)`` of each micro-batch
-    with input but the first (it starts the Python workers)."""
-    query = build(args, workdir, delivery).run(spark).query
-    with_input = [(int(p.numInputRows), float(p.durationMs["triggerExecution"]))
-                  for p in query.recentProgress if p.numInputRows]
+def clean_run(spark, args, workdir: Path, delivery: Delivery) -> list:
+    """One run without failures: its micro-batches with input but the first (it starts
+    the Python workers)."""
+    with_input = [b for b in batches_of(build(args, workdir, delivery).run(spark).query) if b.rows]
     return with_input[1:] or with_input
 
 
-def summarize(batches: list[tuple[int, float]], workdir: Path) -> dict:
+def summarize(batches: list, workdir: Path) -> dict:
     return {
-        "rows_per_s": sum(r for r, _ in batches) / (sum(ms for _, ms in batches) / 1000),
-        "median_batch_ms": statistics.median(ms for _, ms in batches),
+        "rows_per_s": sum(b.rows for b in batches) / (sum(b.ms for b in batches) / 1000),
+        "median_batch_ms": statistics.median(b.ms for b in batches),
         "batches": len(batches),
         "stored": stored(workdir),
     }
