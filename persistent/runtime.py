@@ -43,6 +43,7 @@ from persistent.delivery import Delivery, plan, write_effects
 from persistent.faults import crash_point
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.keygroup import KeyGroup
+from persistent.progress import ProgressBar, stderr
 from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_name
 from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
@@ -52,6 +53,9 @@ from state.errors import StorageError
 from state.persistent_state import WindowState
 
 __all__ = ["Job", "RunningJob", "BatchProgress"]
+
+#: How often ``Job.run`` looks at the query's progress for its progress bar.
+_PROGRESS_POLL_SECONDS = 0.5
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
 #: Checkpoint files written at once: each write mostly waits on the file system.
@@ -123,7 +127,10 @@ class Job:
     #: checkpoint location holds the state (recovery path A only; without it the job
     #: starts over from the beginning of its source). For measuring what checkpoints cost.
     checkpoints: bool = True
-    on_progress: Callable[[BatchProgress], None] | None = field(default=lambda p: print(p.line(), file=sys.stderr))
+    on_progress: Callable[[BatchProgress], None] | None = field(default=lambda p: stderr.line(p.line()))
+    #: ``run`` shows a progress bar on standard error while an available-now run reads
+    #: a bounded source (``Source.backlog``).
+    progress_bar: bool = True
     bad_records: BadRecords | str = BadRecords.FAIL
     dead_letter_dir: str | None = None
     max_event_time_skew_ms: int | None = None
@@ -161,7 +168,7 @@ class Job:
         _ship_by_value(type(self.task))
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
         recovery = plan(self.delivery, directory, self.key_groups)
-        print(f"[persistent] {recovery.describe()}", file=sys.stderr)
+        stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
             self.sink.check_fresh_start(spark)
@@ -177,7 +184,11 @@ class Job:
     def run(self, spark, available_now: bool = True) -> RunningJob:
         """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
         running = self.start(spark, available_now=available_now)
-        running.query.awaitTermination()
+        backlog = self.source.backlog(running.recovery.floor_ms) if available_now and self.progress_bar else None
+        if backlog is None:
+            running.query.awaitTermination()
+        else:
+            running.show_progress(ProgressBar(backlog))
         return running
 
     def _messages(self, spark, recovery: Recovery):
@@ -472,3 +483,19 @@ class RunningJob:
 
     def stop(self) -> None:
         self.query.stop()
+
+    def show_progress(self, bar: ProgressBar) -> None:
+        """Waits until the query ends, updating ``bar`` from Spark's progress reports."""
+        try:
+            while not self.query.awaitTermination(_PROGRESS_POLL_SECONDS):
+                self._update(bar)
+            self._update(bar)
+        finally:
+            bar.close()
+
+    def _update(self, bar: ProgressBar) -> None:
+        # The run's first report says where it began; later, only the newest matters.
+        reports = self.query.recentProgress if bar.begin is None else [self.query.lastProgress]
+        reports = [r for r in reports if r is not None and r.sources]
+        if reports:
+            bar.update(reports[0].sources[0].startOffset, reports[-1].sources[0].endOffset)

@@ -40,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord
+from persistent.progress import Backlog
 
 __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
 
@@ -79,6 +80,11 @@ class Source(ABC):
         """The Python data source that reads this source."""
         return _FORMATS[self.format]
 
+    def backlog(self, start_ms: int = 0) -> Backlog | None:
+        """What an available-now run from event time ``start_ms`` has to read, for its
+        progress bar; None when the source cannot say (an unbounded input)."""
+        return None
+
 
 # -- generator ----------------------------------------------------------------------
 
@@ -111,6 +117,16 @@ class GeneratorSource(Source):
             "start_ms": str(start_ms),
         }
 
+    def backlog(self, start_ms: int = 0) -> Backlog | None:
+        if self.total is None or self.rows_per_second is not None:
+            return None
+        return Backlog("index", _first_index(start_ms, self.step_ms), self.total, "messages")
+
+
+def _first_index(start_ms: int, step_ms: int) -> int:
+    """The first generated message at or after ``start_ms``: rewinding is arithmetic."""
+    return max(0, -(-start_ms // step_ms) - 1)
+
 
 @dataclass(frozen=True)
 class _Range(InputPartition):
@@ -125,8 +141,7 @@ class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.rate = float(options["rows_per_second"]) if options.get("rows_per_second") else None
         self.step_ms = int(options["step_ms"])
         self.max_rows = int(options["max_rows_per_batch"])
-        # The first message at or after the start time: rewinding is arithmetic.
-        self.first = max(0, -(-int(options.get("start_ms", "0")) // self.step_ms) - 1)
+        self.first = _first_index(int(options.get("start_ms", "0")), self.step_ms)
         self.started = time.monotonic()
         self.target: int | None = None
 
@@ -219,6 +234,23 @@ class FilesSource(Source):
             "start_ms": str(start_ms),
         }
 
+    def backlog(self, start_ms: int = 0) -> Backlog | None:
+        names = _file_names(os.path.abspath(self.directory))
+        return Backlog("files", _first_file(start_ms, self.file_format), len(names), "files")
+
+
+def _file_names(directory: str) -> list[str]:
+    """The input files of ``directory``, in the order they are read."""
+    try:
+        return sorted(n for n in os.listdir(directory) if not n.startswith((".", "_")))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"files source: input directory {directory} does not exist") from None
+
+
+def _first_file(start_ms: int, file_format: str) -> int:
+    """Text files before ``start_ms`` hold no message at or after it; other files may."""
+    return max(0, start_ms - 1) // FILE_SPAN_MS if file_format == "text" else 0
+
 
 @dataclass(frozen=True)
 class _Files(InputPartition):
@@ -231,16 +263,11 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.directory = options["directory"]
         self.max_files = int(options["max_files_per_batch"])
-        start_ms = int(options.get("start_ms", "0"))
-        # Text files before the start time hold no message at or after it.
-        self.first = max(0, start_ms - 1) // FILE_SPAN_MS if options["file_format"] == "text" else 0
+        self.first = _first_file(int(options.get("start_ms", "0")), options["file_format"])
         self.target: int | None = None
 
     def _names(self) -> list[str]:
-        try:
-            return sorted(n for n in os.listdir(self.directory) if not n.startswith((".", "_")))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"files source: input directory {self.directory} does not exist") from None
+        return _file_names(self.directory)
 
     def initialOffset(self) -> dict:
         return {"files": self.first}

@@ -162,3 +162,38 @@ def test_a_parquet_time_column_of_another_type_is_named(tmp_path):
 def test_files_source_rejects_unknown_formats():
     with pytest.raises(ValueError, match="'text', 'jsonl' or 'parquet'"):
         FilesSource("in", "csv")
+
+
+@pytest.mark.parametrize("start_ms", [0, 35])
+def test_generator_backlog_is_what_an_available_now_run_reads(start_ms):
+    source = GeneratorSource(keys=2, total=10, step_ms=10)
+    reader = _GeneratorReader(source.options(start_ms))
+    reader.prepareForTriggerAvailableNow()
+    begin = reader.initialOffset()
+    backlog = source.backlog(start_ms)
+    assert (backlog.begin, backlog.end, backlog.unit) == (begin["index"], 10, "messages")
+    assert backlog.position(json.dumps(reader.latestOffset(begin, ReadAllAvailable()))) == backlog.end
+
+
+def test_an_unbounded_or_rate_limited_generator_has_no_backlog():
+    assert GeneratorSource(keys=2).backlog() is None
+    assert GeneratorSource(keys=2, total=10, rows_per_second=5).backlog() is None
+
+
+def test_files_backlog_is_what_an_available_now_run_reads(tmp_path):
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text("x\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    source = FilesSource(str(tmp_path), "text")
+    start_ms = FILE_SPAN_MS + 1
+    reader = _FilesReader(source.options(start_ms))
+    reader.prepareForTriggerAvailableNow()
+    begin = reader.initialOffset()
+    backlog = source.backlog(start_ms)
+    assert (backlog.begin, backlog.end, backlog.unit) == (begin["files"], 3, "files") == (1, 3, "files")
+    assert backlog.position(json.dumps(reader.latestOffset(begin, ReadAllAvailable()))) == backlog.end
+
+
+def test_files_backlog_of_a_missing_directory_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"input directory {tmp_path / 'nothing'} does not exist"):
+        FilesSource(str(tmp_path / "nothing"), "jsonl").backlog()

@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from persistent.recovery import RecoveryPath
+from persistent.sources import FILE_SPAN_MS
 from state.fs import LocalFileSystem
 from state.clock_store import ClockStore
 
@@ -59,9 +60,10 @@ def clock(tmp_path):
     return ClockStore(LocalFileSystem(), str(tmp_path / "ck" / "clock")).read()
 
 
-def test_counts_equal_an_independent_count_and_both_restart_paths_change_nothing(spark, tmp_path):
+def test_counts_equal_an_independent_count_and_both_restart_paths_change_nothing(spark, tmp_path, capsys):
     write_corpus(tmp_path / "in", enumerate(LINES[:3]))
     first = run(spark, tmp_path)
+    assert "] 3/3 files 100%" in capsys.readouterr().err
     assert first.recovery.path is RecoveryPath.FRESH
     assert sink_counts(tmp_path) == expected_counts(LINES[:3])
     record = clock(tmp_path)
@@ -77,6 +79,9 @@ def test_counts_equal_an_independent_count_and_both_restart_paths_change_nothing
     write_corpus(tmp_path / "in", [(3, LINES[3])])
     restarted = run(spark, tmp_path)
     assert restarted.recovery.path is RecoveryPath.FROM_CLOCK
+    # The bar counts from the file the clock rewound to, to the new one.
+    first_file = (restarted.recovery.floor_ms - 1) // FILE_SPAN_MS
+    assert f"] {4 - first_file}/{4 - first_file} files 100%" in capsys.readouterr().err
     assert restarted.recovery.floor_ms == record.clock_ms > 0
     assert sink_counts(tmp_path) == expected_counts(LINES)
     after = clock(tmp_path)

@@ -1,0 +1,122 @@
+"""The progress bar of available-now runs and the terminal it shares with the batch lines."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from persistent.progress import Backlog, ProgressBar, Terminal
+
+
+class TTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+FILES = Backlog("files", begin=0, end=10, unit="files")
+
+
+@pytest.mark.parametrize(
+    "offset, position",
+    [('{"files": 4}', 4), ('{"index": 4}', None), ("null", None), (None, None), ("not json", None), ("[4]", None),
+     ('{"files": "4"}', None)],
+)
+def test_a_position_is_the_integer_at_the_backlogs_field_of_an_offset(offset, position):
+    assert FILES.position(offset) == position
+
+
+def test_the_bar_counts_source_positions_with_rate_and_time_left():
+    out, clock = io.StringIO(), Clock()
+    bar = ProgressBar(FILES, Terminal(out), clock)
+    clock.now += 2
+    bar.update("null", '{"files": 3}')
+    clock.now += 2
+    bar.update('{"files": 3}', '{"files": 10}')
+    assert out.getvalue().splitlines() == [
+        "[#########.....................] 3/10 files  30%  1.5 files/s  5 s left",
+        "[##############################] 10/10 files 100%  2.5 files/s",
+    ]
+
+
+def test_a_restarted_run_counts_from_where_its_first_batch_started():
+    out, clock = io.StringIO(), Clock()
+    bar = ProgressBar(Backlog("index", begin=0, end=1_000, unit="messages"), Terminal(out), clock)
+    clock.now += 1
+    bar.update('{"index": 600}', '{"index": 800}')
+    assert out.getvalue() == "[###############...............] 200/400 messages  50%  200 messages/s  1 s left\n"
+
+
+def test_input_arriving_after_the_start_extends_the_total():
+    out = io.StringIO()
+    bar = ProgressBar(FILES, Terminal(out), Clock())
+    bar.update("null", '{"files": 12}')
+    assert "12/12 files 100%" in out.getvalue()
+
+
+def test_offsets_without_a_position_leave_the_bar_alone():
+    out = io.StringIO()
+    ProgressBar(FILES, Terminal(out), Clock()).update("null", '{"other": 1}')
+    assert out.getvalue() == ""
+
+
+def test_the_bar_changes_only_when_the_source_has_read_more():
+    out, clock = io.StringIO(), Clock()
+    bar = ProgressBar(FILES, Terminal(out), clock)
+    clock.now += 1
+    bar.update("null", '{"files": 5}')
+    clock.now += 1
+    bar.update('{"files": 5}', '{"files": 5}')
+    assert out.getvalue() == "[###############...............] 5/10 files  50%  5.0 files/s  1 s left\n"
+
+
+def test_long_waits_read_in_minutes_and_hours():
+    out, clock = io.StringIO(), Clock()
+    bar = ProgressBar(Backlog("index", 0, 10_000, "messages"), Terminal(out), clock)
+    clock.now += 100
+    bar.update("null", '{"index": 1}')
+    assert out.getvalue().endswith("0.01 messages/s  277 h 45 min left\n")
+    clock.now += 1
+    bar.update("null", '{"index": 5000}')
+    assert out.getvalue().endswith("49.5 messages/s  1 min 41 s left\n")
+
+
+def test_on_a_terminal_lines_go_above_the_bar_which_is_redrawn_in_place():
+    out = TTY()
+    terminal = Terminal(out)
+    terminal.line("batch 0.0")
+    terminal.bar("[#.] 1/2")
+    terminal.line("batch 0.1")
+    terminal.bar("[##] 2/2")
+    terminal.end_bar()
+    terminal.line("done")
+    assert out.getvalue() == (
+        "batch 0.0\n"
+        "\r\x1b[K[#.] 1/2"
+        "\r\x1b[Kbatch 0.1\n[#.] 1/2"
+        "\r\x1b[K[##] 2/2"
+        "\n"
+        "done\n"
+    )
+
+
+def test_in_a_log_file_each_state_of_the_bar_is_a_line():
+    out = io.StringIO()
+    terminal = Terminal(out)
+    terminal.bar("[#.] 1/2")
+    terminal.line("batch 0.1")
+    terminal.end_bar()
+    assert out.getvalue() == "[#.] 1/2\nbatch 0.1\n"
+
+
+def test_the_terminal_writes_to_the_current_standard_error(capsys):
+    Terminal().line("to stderr")
+    assert capsys.readouterr().err == "to stderr\n"
