@@ -19,7 +19,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Averaged  # noqa: E402
-from persistent import BadRecords, Delivery, GeneratorSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
+from persistent.options import add_job_options, job_settings, run  # noqa: E402
 from state import Window, WindowState  # noqa: E402
 
 
@@ -38,22 +39,13 @@ class WindowAverage(PersistentTask):
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
-    p.add_argument("--output", required=True, help="sqlite:///PATH, a Parquet directory, or console")
     p.add_argument("--keys", type=int, default=4, help="number of keys")
     p.add_argument("--total", type=int, default=20_000, help="number of generated messages")
     p.add_argument("--step-ms", type=int, default=1, help="event time between two generated messages")
     p.add_argument("--window-ms", type=int, default=4_000, help="window size")
     p.add_argument("--slide-ms", type=int, default=1_000, help="window step")
     p.add_argument("--rows-per-batch", type=int, default=5_000, help="messages per micro-batch")
-    p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
-    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
-    p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
-    p.add_argument("--key-groups", type=int, default=4, help="number of key groups (tasks)")
-    p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
-                   help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
-    p.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
-                   help="delivery guarantee (default: %(default)s); see docs/delivery.md")
+    add_job_options(p, key_groups=4)
     return p
 
 
@@ -62,18 +54,13 @@ def build_job(args) -> Job:
         task=WindowAverage(args.window_ms, args.slide_ms),
         source=GeneratorSource(keys=args.keys, total=args.total, step_ms=args.step_ms,
                                max_rows_per_batch=args.rows_per_batch),
-        sink=sink_from_uri(args.output, table="window_average", key_column="key", value_column="average"),
-        checkpoint_dir=args.checkpoint,
-        checkpoint_interval_ms=args.interval_ms,
-        key_groups=args.key_groups,
-        bad_records=args.bad_records,
-        delivery=args.delivery,
+        **job_settings(args, table="window_average", key_column="key", value_column="average"),
     )
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    build_job(args).run(spark_session("window-average", args.master), available_now=args.available_now)
+    run(build_job(args), args, "window-average")
     return 0
 
 

@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 from monoids import Count  # noqa: E402
-from persistent import BadRecords, Delivery, FilesSource, Job, PersistentTask, sink_from_uri, spark_session  # noqa: E402
+from persistent import FilesSource, Job, PersistentTask  # noqa: E402
+from persistent.options import add_job_options, job_settings, run  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 
@@ -46,39 +47,22 @@ def build_job(args) -> Job:
     return Job(
         task=WordCount(),
         source=FilesSource(args.input, "text", max_files_per_batch=args.files_per_batch),
-        sink=sink_from_uri(args.output, table="wordcount", key_column="word", value_column="count"),
-        checkpoint_dir=args.checkpoint,
-        checkpoint_interval_ms=args.interval_ms,
-        key_groups=args.key_groups,
-        bad_records=args.bad_records,
         prepare=split_words,
-        delivery=args.delivery,
+        **job_settings(args, table="wordcount", key_column="word", value_column="count"),
     )
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input", required=True, help="directory of text files (read in name order)")
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
-    p.add_argument("--output", required=True, help="sqlite:///PATH, a Parquet directory, or console")
-    p.add_argument("--available-now", action="store_true", help="process the files present, then stop")
-    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
-    p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
-    p.add_argument("--key-groups", type=int, default=16, help="number of key groups (tasks)")
     p.add_argument("--files-per-batch", type=int, default=1, help="files read per micro-batch")
-    p.add_argument("--bad-records", choices=[m.value for m in BadRecords], default="dead-letter",
-                   help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
-    p.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
-                   help="delivery guarantee (default: %(default)s); see docs/delivery.md")
+    add_job_options(p)
     return p
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    spark = spark_session("wordcount", args.master)
-    job = build_job(args)
-    running = job.start(spark, available_now=args.available_now)
-    running.query.awaitTermination()
+    run(build_job(args), args, "wordcount")
     return 0
 
 

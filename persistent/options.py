@@ -1,0 +1,60 @@
+"""Command-line options every job takes, for applications run with ``spark-submit``.
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--input", ...)            # the application's own options
+    add_job_options(parser)
+    args = parser.parse_args()
+    job = Job(task=..., source=..., **job_settings(args, table="counts", key_column="key", value_column="count"))
+    run(job, args, "my-app")
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from persistent.badrecords import BadRecords
+from persistent.delivery import Delivery
+
+__all__ = ["add_job_options", "job_settings", "run"]
+
+
+def add_job_options(parser: argparse.ArgumentParser, key_groups: int = 16) -> None:
+    """Adds ``--checkpoint``, ``--output``, ``--available-now``, ``--master``,
+    ``--interval-ms``, ``--key-groups``, ``--bad-records`` and ``--delivery``."""
+    parser.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
+    parser.add_argument(
+        "--output", required=True,
+        help="sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, a Parquet directory, or console",
+    )
+    parser.add_argument("--available-now", action="store_true",
+                        help="process the input there is now, then stop (a progress bar shows how far it is)")
+    parser.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
+    parser.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
+    parser.add_argument("--key-groups", type=int, default=key_groups, help="number of key groups (tasks)")
+    parser.add_argument("--bad-records", choices=[m.value for m in BadRecords], default=BadRecords.DEAD_LETTER.value,
+                        help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
+    parser.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
+                        help="delivery guarantee (default: %(default)s); see docs/delivery.md")
+
+
+def job_settings(args: argparse.Namespace, table: str, key_column: str, value_column: str) -> dict:
+    """``Job`` keyword arguments from the options of ``add_job_options``; the sink's
+    results go to ``table`` (SQL) with the key and value in the named columns."""
+    from persistent.sinks import sink_from_uri
+
+    return dict(
+        sink=sink_from_uri(args.output, table=table, key_column=key_column, value_column=value_column),
+        checkpoint_dir=args.checkpoint,
+        checkpoint_interval_ms=args.interval_ms,
+        key_groups=args.key_groups,
+        bad_records=args.bad_records,
+        delivery=args.delivery,
+    )
+
+
+def run(job, args: argparse.Namespace, app_name: str):
+    """Runs ``job`` in a Spark session named ``app_name`` until it ends; with
+    ``--available-now``, once the input there is now has been read."""
+    from persistent.session import spark_session
+
+    return job.run(spark_session(app_name, args.master), available_now=args.available_now)
