@@ -1,0 +1,46 @@
+"""The command-line options every example shares."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from persistent.options import add_job_options, job_settings
+from persistent.postgres import PostgresSink
+from persistent.sinks import ParquetSink, SQLiteSink
+
+
+def parse(*argv, key_groups=16):
+    parser = argparse.ArgumentParser()
+    add_job_options(parser, key_groups=key_groups)
+    return parser.parse_args(["--checkpoint", "ck", *argv])
+
+
+def test_defaults_are_exactly_once_dead_letters_and_the_applications_key_groups():
+    settings = job_settings(parse("--output", "sqlite:///tmp/out.db", key_groups=4), "counts", "key", "count")
+    assert isinstance(settings.pop("sink"), SQLiteSink)
+    assert settings == dict(checkpoint_dir="ck", checkpoint_interval_ms=1000, key_groups=4,
+                            bad_records="dead-letter", delivery="exactly-once")
+
+
+@pytest.mark.parametrize(
+    "output, sink", [("postgresql://me@localhost:5432/db", PostgresSink), ("out/", ParquetSink)]
+)
+def test_the_output_uri_chooses_the_sink(output, sink):
+    assert isinstance(job_settings(parse("--output", output), "counts", "key", "count")["sink"], sink)
+
+
+def test_an_unknown_delivery_is_refused_with_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        parse("--output", "console", "--delivery", "twice")
+    error = capsys.readouterr().err
+    assert "argument --delivery: invalid choice: 'twice'" in error
+    assert all(choice in error for choice in ("exactly-once", "at-least-once", "at-most-once"))
+
+
+def test_the_output_help_names_every_sink(capsys):
+    with pytest.raises(SystemExit):
+        parse("--help")
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, a Parquet directory, or console" in help_text
