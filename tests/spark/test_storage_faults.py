@@ -117,6 +117,22 @@ def test_damaged_records_read_through_hadoop_are_named_with_the_remedy(hadoop, t
     assert (restart.path, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1000)
 
 
+@pytest.mark.parametrize("local_rename", [True, False], ids=["local-rename", "file-context-rename"])
+def test_a_write_replaces_the_file_atomically_or_fails_naming_it(spark, tmp_path, local_rename):
+    fs = HadoopFileSystem(spark, str(tmp_path))
+    # file:// renames with the local file system's rename; hdfs:// and the rest with
+    # FileContext's: both run here on the local file system.
+    fs._local = local_rename
+    path = str(tmp_path / "clock")
+    fs.write_atomic(path, b"one")
+    fs.write_atomic(path, b"two")
+    assert fs.read_bytes(path) == b"two"
+    (tmp_path / "taken" / "inside").mkdir(parents=True)
+    with pytest.raises(StorageError, match=f"cannot write {tmp_path / 'taken'}"):
+        fs.write_atomic(str(tmp_path / "taken"), b"three")
+    assert temp_files(tmp_path) == []
+
+
 def test_other_java_errors_are_storage_errors_naming_the_path_not_py4j_errors(spark, tmp_path):
     fs = HadoopFileSystem(spark, str(tmp_path))
     with pytest.raises(StorageError) as raised:
