@@ -184,7 +184,9 @@ class Job:
     def run(self, spark, available_now: bool = True) -> RunningJob:
         """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
         running = self.start(spark, available_now=available_now)
-        backlog = self.source.backlog(running.recovery.floor_ms) if available_now and self.progress_bar else None
+        # A source of its own (anything with ``stream``) may have no backlog: no bar then.
+        backlog_of = getattr(self.source, "backlog", None) if available_now and self.progress_bar else None
+        backlog = backlog_of(running.recovery.floor_ms) if backlog_of else None
         if backlog is None:
             running.query.awaitTermination()
         else:
