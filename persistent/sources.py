@@ -235,8 +235,10 @@ class FilesSource(Source):
         }
 
     def backlog(self, start_ms: int = 0) -> Backlog | None:
-        names = _file_names(os.path.abspath(self.directory))
-        return Backlog("files", _first_file(start_ms, self.file_format), len(names), "files")
+        directory = os.path.abspath(self.directory)
+        if not os.path.isdir(directory):
+            return None  # the query fails, naming the directory
+        return Backlog("files", _first_file(start_ms, self.file_format), len(_file_names(directory)), "files")
 
 
 def _file_names(directory: str) -> list[str]:

@@ -194,6 +194,8 @@ def test_files_backlog_is_what_an_available_now_run_reads(tmp_path):
     assert backlog.position(json.dumps(reader.latestOffset(begin, ReadAllAvailable()))) == backlog.end
 
 
-def test_files_backlog_of_a_missing_directory_names_it(tmp_path):
+def test_a_missing_input_directory_has_no_backlog_and_its_reader_names_it(tmp_path):
+    source = FilesSource(str(tmp_path / "nothing"), "jsonl")
+    assert source.backlog() is None
     with pytest.raises(FileNotFoundError, match=f"input directory {tmp_path / 'nothing'} does not exist"):
-        FilesSource(str(tmp_path / "nothing"), "jsonl").backlog()
+        _FilesReader(source.options(0)).prepareForTriggerAvailableNow()
