@@ -90,7 +90,8 @@ stderr = Terminal()
 
 
 class ProgressBar:
-    """``[#######.......]  3/10 files  30%  2.1 files/s  3 s left`` for a ``Backlog``."""
+    """``[#########.....................] 3/10 files  30%  1.5 files/s  5 s left``: how
+    far an available-now run has read its ``Backlog``."""
 
     WIDTH = 30
 
@@ -120,7 +121,8 @@ class ProgressBar:
         self.terminal.bar(self.render())
 
     def render(self) -> str:
-        total = max(self.end - (self.begin or self.backlog.begin), 0)
+        begin = self.backlog.begin if self.begin is None else self.begin
+        total = max(self.end - begin, 0)
         fraction = self.done / total if total else 1.0
         filled = round(fraction * self.WIDTH)
         unit = self.backlog.unit

@@ -55,6 +55,13 @@ def test_a_restarted_run_counts_from_where_its_first_batch_started():
     assert out.getvalue() == "[###############...............] 200/400 messages  50%  200 messages/s  1 s left\n"
 
 
+def test_a_run_restarted_from_the_first_position_counts_all_of_it():
+    out = io.StringIO()
+    bar = ProgressBar(Backlog("files", begin=2, end=4, unit="files"), Terminal(out), Clock())
+    bar.update('{"files": 0}', '{"files": 1}')
+    assert "] 1/4 files  25%" in out.getvalue()
+
+
 def test_input_arriving_after_the_start_extends_the_total():
     out = io.StringIO()
     bar = ProgressBar(FILES, Terminal(out), Clock())
