@@ -25,6 +25,12 @@ class Clock:
 FILES = Backlog("files", begin=0, end=10, unit="files")
 
 
+def bar_over(backlog: Backlog = FILES) -> tuple[ProgressBar, io.StringIO, Clock]:
+    """A bar over ``backlog`` writing to a log-like stream, and its clock."""
+    out, clock = io.StringIO(), Clock()
+    return ProgressBar(backlog, Terminal(out), clock), out, clock
+
+
 @pytest.mark.parametrize(
     "offset, position",
     [('{"files": 4}', 4), ('{"index": 4}', None), ("null", None), (None, None), ("not json", None), ("[4]", None),
@@ -35,8 +41,7 @@ def test_a_position_is_the_integer_at_the_backlogs_field_of_an_offset(offset, po
 
 
 def test_the_bar_counts_source_positions_with_rate_and_time_left():
-    out, clock = io.StringIO(), Clock()
-    bar = ProgressBar(FILES, Terminal(out), clock)
+    bar, out, clock = bar_over()
     clock.now += 2
     bar.update("null", '{"files": 3}')
     clock.now += 2
@@ -48,36 +53,32 @@ def test_the_bar_counts_source_positions_with_rate_and_time_left():
 
 
 def test_a_restarted_run_counts_from_where_its_first_batch_started():
-    out, clock = io.StringIO(), Clock()
-    bar = ProgressBar(Backlog("index", begin=0, end=1_000, unit="messages"), Terminal(out), clock)
+    bar, out, clock = bar_over(Backlog("index", begin=0, end=1_000, unit="messages"))
     clock.now += 1
     bar.update('{"index": 600}', '{"index": 800}')
     assert out.getvalue() == "[###############...............] 200/400 messages  50%  200 messages/s  1 s left\n"
 
 
 def test_a_run_restarted_from_the_first_position_counts_all_of_it():
-    out = io.StringIO()
-    bar = ProgressBar(Backlog("files", begin=2, end=4, unit="files"), Terminal(out), Clock())
+    bar, out, _ = bar_over(Backlog("files", begin=2, end=4, unit="files"))
     bar.update('{"files": 0}', '{"files": 1}')
     assert "] 1/4 files  25%" in out.getvalue()
 
 
 def test_input_arriving_after_the_start_extends_the_total():
-    out = io.StringIO()
-    bar = ProgressBar(FILES, Terminal(out), Clock())
+    bar, out, _ = bar_over()
     bar.update("null", '{"files": 12}')
     assert "12/12 files 100%" in out.getvalue()
 
 
 def test_offsets_without_a_position_leave_the_bar_alone():
-    out = io.StringIO()
-    ProgressBar(FILES, Terminal(out), Clock()).update("null", '{"other": 1}')
+    bar, out, _ = bar_over()
+    bar.update("null", '{"other": 1}')
     assert out.getvalue() == ""
 
 
 def test_the_bar_changes_only_when_the_source_has_read_more():
-    out, clock = io.StringIO(), Clock()
-    bar = ProgressBar(FILES, Terminal(out), clock)
+    bar, out, clock = bar_over()
     clock.now += 1
     bar.update("null", '{"files": 5}')
     clock.now += 1
@@ -86,8 +87,7 @@ def test_the_bar_changes_only_when_the_source_has_read_more():
 
 
 def test_long_waits_read_in_minutes_and_hours():
-    out, clock = io.StringIO(), Clock()
-    bar = ProgressBar(Backlog("index", 0, 10_000, "messages"), Terminal(out), clock)
+    bar, out, clock = bar_over(Backlog("index", 0, 10_000, "messages"))
     clock.now += 100
     bar.update("null", '{"index": 1}')
     assert out.getvalue().endswith("0.01 messages/s  277 h 45 min left\n")

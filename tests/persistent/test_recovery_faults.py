@@ -29,6 +29,13 @@ def restored_at(time_ms: int) -> dict[int, bytes]:
     return {group: f"group {group} at {time_ms}".encode() for group in (0, 1)}
 
 
+def assert_advised_rewind_restarts(capsys, directory, to_ms: int) -> None:
+    """``persistent rewind DIR --to T`` succeeds and the next start is path B at ``T``."""
+    assert run_cli(capsys, "rewind", directory.root, "--to", to_ms)[0] == 0
+    restart = directory.plan(2)
+    assert (restart.path, restart.floor_ms, restart.restored) == (RecoveryPath.FROM_CLOCK, to_ms, restored_at(to_ms))
+
+
 def advice(directory, to_ms: int) -> list[str]:
     return [
         f"The newest clock in the history whose checkpoints are all intact is {to_ms} ms: stop the job, "
@@ -49,9 +56,7 @@ def test_a_damaged_checkpoint_at_the_clock_stops_path_b_and_the_advised_rewind_r
     assert raised.value.__notes__ == advice(directory, 1000)
     assert directory.clock.read().clock_ms == 2000
 
-    assert run_cli(capsys, "rewind", directory.root, "--to", 1000)[0] == 0
-    restart = directory.plan(2)
-    assert (restart.path, restart.floor_ms, restart.restored) == (RecoveryPath.FROM_CLOCK, 1000, restored_at(1000))
+    assert_advised_rewind_restarts(capsys, directory, 1000)
 
 
 def test_a_missing_checkpoint_at_the_clock_is_named_with_the_advice(directory):
@@ -73,9 +78,7 @@ def test_a_missing_clock_beside_its_history_stops_the_start_and_the_advised_rewi
     assert "ClockStore.history()" in str(raised.value) and "ClockStore.rewind(clock_ms)" in str(raised.value)
     assert raised.value.__notes__ == advice(directory, 2000)
 
-    assert run_cli(capsys, "rewind", directory.root, "--to", 2000)[0] == 0
-    restart = directory.plan(2)
-    assert (restart.path, restart.floor_ms, restart.restored) == (RecoveryPath.FROM_CLOCK, 2000, restored_at(2000))
+    assert_advised_rewind_restarts(capsys, directory, 2000)
 
 
 def test_a_corrupt_clock_stops_path_a_too_and_a_rewind_repairs_it(directory):
