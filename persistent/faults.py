@@ -1,14 +1,17 @@
 """Crash points for the failure tests: inert unless ``PERSISTENT_CRASH_POINT`` is set.
 
 ``PERSISTENT_CRASH_POINT=NAME:N:FILE`` makes the ``N``-th arrival (from 1, counted in
-each process) at point ``NAME`` create ``FILE`` and then wait, so a test can kill the
-whole job with SIGKILL at exactly that moment. ``FILE`` is created exclusively: one
-process waits, the others go on. The points, in the order a micro-batch reaches them:
+each process) at point ``NAME`` create ``FILE``, write the waiting process's id into
+it, and then wait, so a test can kill the whole job (or the executor that runs the
+waiting process) with SIGKILL at exactly that moment. ``FILE`` is created
+exclusively: one process waits, the others go on. The points, in the order a
+micro-batch reaches them:
 
+- ``checkpoints``: on an executor, a key group's checkpoint durable, its task not
+  finished (the micro-batch's other checkpoints may not be written yet);
 - ``group``: on an executor, a key group's new state handed to Spark's state store;
 - ``batch``: on the driver, the micro-batch's results computed, nothing committed;
 - ``sink``: inside the sink's transaction, the results written but not committed;
-- ``checkpoints``: the first of the batch's checkpoints durable, the others not yet;
 - ``clock``: every checkpoint durable, the clock not yet advanced;
 - ``committed``: on the driver, all of the micro-batch written (sink, checkpoints,
   clock, progress), Spark's commit of it not yet.
@@ -21,7 +24,7 @@ import time
 
 __all__ = ["POINTS", "crash_point"]
 
-POINTS = ("group", "batch", "sink", "checkpoints", "clock", "committed")
+POINTS = ("checkpoints", "group", "batch", "sink", "clock", "committed")
 
 _arrivals: dict[str, int] = {}
 
@@ -38,8 +41,10 @@ def crash_point(name: str) -> None:
     if _arrivals[name] != int(count):
         return
     try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        marker = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return
+    os.write(marker, str(os.getpid()).encode())  # which process waits, for a test to kill its parents
+    os.close(marker)
     while True:
         time.sleep(60)

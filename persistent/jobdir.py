@@ -1,7 +1,8 @@
 """A job's checkpoint directory, read without a JVM, and rewound.
 
-``open_job`` serves local paths and ``file://`` URIs directly and ``webhdfs://`` URIs
-over HTTP (``persistent.webhdfs``); the layout is ``persistent.recovery``'s.
+``open_job`` serves local paths and ``file://`` URIs directly and ``webhdfs://`` and
+``hdfs://`` URIs over HTTP (``persistent.filesystems``); the layout is
+``persistent.recovery``'s.
 ``read_progress`` reads the newest of the progress records the runtime writes per
 committed micro-batch (``DIR/progress/<generation:06d>-<batch:012d>.json``, the
 fields of ``runtime.BatchProgress``), ``read_state`` the state of the tasks in their
@@ -15,15 +16,14 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
-from urllib.parse import urlparse
 
+from persistent.filesystems import UnsupportedFileSystemError, filesystem_for
 from persistent.recovery import JobDirectory
 from persistent.runtime import BatchProgress
-from persistent.webhdfs import WebHdfsFileSystem
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError
-from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
+from state.fs import TEMP_PREFIX
 from state.table import KeyedTable
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "progress_from_json",
     "StateRow",
     "Rewound",
-    "filesystem_for",
     "open_job",
     "read_progress",
     "task_names",
@@ -48,22 +47,12 @@ class JobDirectoryError(Exception):
     """A job directory or a file in it cannot be used; the message says which and why."""
 
 
-def filesystem_for(uri: str) -> FileSystem:
-    """The file system that reads ``uri`` without a JVM: local, ``file://`` or ``webhdfs://``."""
-    scheme = urlparse(uri).scheme
-    if scheme in ("", "file"):
-        return LocalFileSystem()
-    if scheme == "webhdfs":
-        return WebHdfsFileSystem(uri)
-    raise JobDirectoryError(
-        f"{uri} cannot be read without a JVM: give a local path, a file:// URI or, for HDFS, "
-        "the same path as webhdfs://NAMENODE:9870/PATH"
-    )
-
-
 def open_job(uri: str) -> JobDirectory:
     """The job directory at ``uri``; ``JobDirectoryError`` unless it exists and looks like one."""
-    fs = filesystem_for(uri)
+    try:
+        fs = filesystem_for(uri)
+    except UnsupportedFileSystemError as exc:
+        raise JobDirectoryError(str(exc)) from None
     directory = JobDirectory(fs, uri)
     if not fs.exists(directory.root):
         raise JobDirectoryError(f"{uri} does not exist")

@@ -19,13 +19,20 @@ A job starts in one of three ways:
   names time ``T``: every task is restored from its checkpoint at exactly ``T``, the
   sources start at ``T``, and messages before ``T`` are dropped (they are inside the
   restored state). A missing or torn checkpoint is an error, never an empty state.
+
+Restore is by reference: the plan checks that every task's checkpoint at ``T`` exists
+and records ``T`` and the restored key groups in ``DIR/generation``; each key group
+reads its own checkpoint on the executor that runs it (``JobDirectory.restore``),
+whenever it has no state in Spark's state store, in any micro-batch of the
+generation and after any number of path-A restarts of it. No checkpoint's bytes pass
+through the driver.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockRecord, ClockStore, verify_clock
@@ -67,8 +74,12 @@ class Recovery:
     generation: int
     #: Restore point: messages before it are inside the restored state (0: none).
     floor_ms: int
-    #: Restored checkpoint bytes per key group (path B only).
-    restored: dict[int, bytes] = field(default_factory=dict)
+    #: Key groups whose state starts from their checkpoint at ``floor_ms`` (a generation
+    #: begun by path B).
+    restored: frozenset[int] = frozenset()
+    #: Whether the generation's query wakes every key group in its first micro-batch
+    #: (``persistent.heartbeats``); generations recorded before that existed do not.
+    heartbeats: bool = True
 
     def describe(self) -> str:
         """One line for the job's log."""
@@ -82,8 +93,8 @@ class Recovery:
                 f"after every message taken before (generation {self.generation})"
             )
         return (
-            f"recovery path B: Spark's checkpoint is gone; restored {len(self.restored)} task(s) "
-            f"at clock {self.floor_ms} and rewound the sources to it (generation {self.generation})"
+            f"recovery path B: Spark's checkpoint is gone; {len(self.restored)} task(s) restore their "
+            f"checkpoints at clock {self.floor_ms} and the sources rewind to it (generation {self.generation})"
         )
 
 
@@ -111,8 +122,9 @@ class JobDirectory:
             self.fs.delete(self.fs.join(self.progress, old))
 
     def read_generation(self) -> dict | None:
-        """The current start's ``generation``, ``floor_ms`` and ``key_groups`` (``None`` if
-        unrecorded), or ``None`` before the first start."""
+        """The current start's ``generation``, ``floor_ms``, ``key_groups`` (``None`` if
+        unrecorded), ``restored`` (key groups) and ``heartbeats``, or ``None`` before the
+        first start."""
         try:
             raw = self.fs.read_bytes(self._generation)
         except FileNotFoundError:
@@ -120,18 +132,25 @@ class JobDirectory:
         try:
             record = json.loads(raw)
             return {"generation": int(record["generation"]), "floor_ms": int(record["floor_ms"]),
-                    "key_groups": record.get("key_groups")}
+                    "key_groups": record.get("key_groups"),
+                    "restored": frozenset(int(g) for g in record.get("restored", [])),
+                    "heartbeats": bool(record.get("heartbeats", False))}
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCheckpointError(
                 f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
             ) from exc
 
-    def _write_generation(self, generation: int, floor_ms: int, key_groups: int) -> None:
-        record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups}
+    def _start(self, path: RecoveryPath, key_groups: int, generation: int = 0, floor_ms: int = 0,
+               restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
+        """Records the generation that starts, and returns its plan."""
+        record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups,
+                  "restored": sorted(restored), "heartbeats": heartbeats}
         self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
+        return Recovery(path, generation, floor_ms, restored, heartbeats)
 
     def plan(self, key_groups: int) -> Recovery:
-        """Chooses the recovery path and, for path B, restores every task's checkpoint.
+        """Chooses the recovery path and, for path B, checks that every task of the clock
+        holds its checkpoint at it.
 
         ``key_groups`` must be the number the directory was written with: keys hash to
         groups by it, so another number would put a key's messages beside another
@@ -146,20 +165,30 @@ class JobDirectory:
             )
         same_checkpoint = bool(self.fs.list_names(self.fs.join(self.spark, "offsets")))
         # Path A needs a readable clock as well: every micro-batch advances it.
-        record, restored = self._read_clock(restore=not same_checkpoint)
+        record = self._read_clock(check=not same_checkpoint)
         if same_checkpoint:
-            generation, floor_ms = (current["generation"], current["floor_ms"]) if current else (0, 0)
-            self._write_generation(generation, floor_ms, key_groups)
-            return Recovery(RecoveryPath.SAME_CHECKPOINT, generation, floor_ms)
+            if current is None:
+                return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, heartbeats=False)
+            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, current["generation"], current["floor_ms"],
+                               current["restored"], current["heartbeats"])
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
-            self._write_generation(0, 0, key_groups)
-            return Recovery(RecoveryPath.FRESH, 0, 0)
+            return self._start(RecoveryPath.FRESH, key_groups)
         generation = (current["generation"] + 1) if current else 1
         self.fs.delete(self.spark)
-        self._write_generation(generation, record.clock_ms, key_groups)
-        return Recovery(RecoveryPath.FROM_CLOCK, generation, record.clock_ms, restored)
+        restored = frozenset(map(task_index, record.task_clocks))
+        return self._start(RecoveryPath.FROM_CLOCK, key_groups, generation, record.clock_ms, restored)
+
+    def restore(self, group: int, floor_ms: int) -> bytes:
+        """The data of key group ``group``'s checkpoint at ``floor_ms``, its generation's
+        restore point. A missing or damaged checkpoint raises, with a note naming the
+        command that restarts from the newest intact clock in the history."""
+        try:
+            return self.store(group).recover(floor_ms)
+        except (CorruptCheckpointError, MissingCheckpointError) as exc:
+            exc.add_note(self._rewind_advice())
+            raise
 
     def _refuse_checkpoints_without_clock(self) -> None:
         # Starting empty beside checkpoints would silently drop the state they hold.
@@ -184,18 +213,18 @@ class JobDirectory:
             f"{remedy}; or delete {self.checkpoints} to start with empty state"
         )
 
-    def _read_clock(self, restore: bool) -> tuple[ClockRecord | None, dict[int, bytes]]:
-        """The clock and, if ``restore``, every task's checkpoint at it, by key group.
+    def _read_clock(self, check: bool) -> ClockRecord | None:
+        """The clock; if ``check``, every task's checkpoint at it must exist.
 
-        A damaged clock or checkpoint raises (never an empty state), with a note naming
-        the command that restarts from the newest intact clock in the history.
+        A damaged clock or a missing checkpoint raises (never an empty state), with a
+        note naming the command that restarts from the newest intact clock in the history.
         """
         try:
             record = self.clock.read()
-            if not (restore and record):
-                return record, {}
-            groups = map(task_index, record.task_clocks)
-            return record, {group: self.store(group).recover(record.clock_ms) for group in groups}
+            if check and record:
+                for task in record.task_clocks:
+                    self.store(task_index(task)).require(record.clock_ms)
+            return record
         except (ClockError, CorruptCheckpointError, MissingCheckpointError) as exc:
             exc.add_note(self._rewind_advice())
             raise

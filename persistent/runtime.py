@@ -10,11 +10,19 @@ Per micro-batch, inside Spark:
 1. each key group with messages (or whose event-time timeout fired because the
    watermark passed its next checkpoint boundary: idle groups checkpoint too) applies
    its messages, emits results, and, when the watermark has passed a boundary ``T``,
-   emits its checkpoint at ``T``; its whole state goes to Spark's state store;
+   writes its checkpoint at ``T`` itself, on the executor, to the job directory
+   (``persistent.filesystems``: atomic, durable), and reports ``(group, T, size)``;
+   its whole state goes to Spark's state store;
 2. on the driver (``foreachBatch``): the results go to the sink (idempotent per
-   batch), then the checkpoints are made durable through Hadoop's FileSystem API,
-   then the global minimum checkpoint clock advances to the minimum of the tasks'
-   clocks. The clock never names a checkpoint that is not durable.
+   batch); then, once every key group known to the clock has reported its checkpoint
+   at ``T``, the global minimum checkpoint clock advances to the minimum of the tasks'
+   clocks. The clock never names a checkpoint that is not durable, and no state
+   bytes reach the driver: it collects reports of a few numbers per key group.
+
+A key group with no state in Spark's state store in a generation begun by path B
+reads its own checkpoint at the restore point (restore by reference), and every
+generation's first micro-batch wakes every key group (``persistent.heartbeats``), so
+a restored group that gets no message still checkpoints and never pins the clock.
 
 Bad records (``persistent.badrecords``) travel through the same query: the source
 marks the records it cannot read, a check before the watermark marks unusable event
@@ -32,34 +40,34 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
 
+import numpy as np
 import pandas as pd
 
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
 from persistent.delivery import Delivery, plan, write_effects
 from persistent.faults import crash_point
+from persistent.filesystems import cached_filesystem, filesystem_for
 from persistent.hadoop_fs import HadoopFileSystem
+from persistent.heartbeats import heartbeats
 from persistent.keygroup import KeyGroup
 from persistent.progress import ProgressBar, stderr
-from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_name
+from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_index, task_name
 from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
 from persistent.task import PersistentTask
 from state.checkpoint_manager import boundary_after
-from state.errors import StorageError
+from state.errors import ClockError, StorageError
 from state.persistent_state import WindowState
 
-__all__ = ["Job", "RunningJob", "BatchProgress"]
+__all__ = ["Job", "RunningJob", "BatchProgress", "REPORT_COLUMNS", "group_reports"]
 
 #: How often ``Job.run`` looks at the query's progress for its progress bar.
 _PROGRESS_POLL_SECONDS = 0.5
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
-#: Checkpoint files written at once: each write mostly waits on the file system.
-_CHECKPOINT_WRITERS = 8
 #: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
 
@@ -83,6 +91,8 @@ class BatchProgress:
     state_bytes: dict[str, int]
     #: Bad records written to the dead-letter output.
     dead_letters: int = 0
+    #: Bytes of the checkpoint files the key groups wrote in this batch.
+    checkpoint_bytes: int = 0
 
     def line(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
@@ -113,6 +123,12 @@ class Job:
 
     ``delivery`` is the guarantee (``persistent.delivery.Delivery`` or its value):
     ``"exactly-once"`` (the default), ``"at-least-once"`` or ``"at-most-once"``.
+
+    The key groups write and read their checkpoints on the executors, so
+    ``checkpoint_dir`` must be reachable from every executor's Python worker
+    (``persistent.filesystems``): a shared local path or ``file://``, ``hdfs://``
+    (over WebHDFS, at ``webhdfs_address``, by default the NameNode's host on port
+    9870) or ``webhdfs://``.
     """
 
     task: PersistentTask
@@ -135,6 +151,8 @@ class Job:
     dead_letter_dir: str | None = None
     max_event_time_skew_ms: int | None = None
     delivery: Delivery | str = Delivery.EXACTLY_ONCE
+    #: The NameNode's WebHDFS address (``http://HOST:PORT``) for an ``hdfs://`` ``checkpoint_dir``.
+    webhdfs_address: str | None = None
 
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
@@ -152,6 +170,8 @@ class Job:
         self.delivery.check_sink(self.sink)
         # Only exactly-once checkpoints its tasks and keeps a clock.
         self.checkpoints = self.checkpoints and self.delivery.checkpoints
+        if self.checkpoints:
+            filesystem_for(self.checkpoint_dir, self.webhdfs_address)  # the executors write there
         self.spec = self.task.state_spec()
 
     @property
@@ -249,25 +269,35 @@ class Job:
         value_type = _NUMPY_TO_SPARK.get(value_dtype.kind, "string")
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "data binary, applied bigint, late bigint, replayed bigint, watermark_ms bigint, state_bytes bigint, "
-            f"{BAD_RECORD_COLUMN} string, bad_records bigint, max_time_ms bigint"
+            "checkpoint_bytes bigint, applied bigint, late bigint, replayed bigint, watermark_ms bigint, "
+            f"state_bytes bigint, {BAD_RECORD_COLUMN} string, bad_records bigint, max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
-        grouped = (
+        rows = (
             messages.select("key", millis.alias("timestamp"), "value",
                             F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN))
             # Bad records spread over the groups by their text; their null event time
             # neither moves the watermark nor makes them late.
             .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {self.key_groups})"))
                         .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {self.key_groups})")))
-            .withColumn("event_time", F.when(good, F.timestamp_millis("timestamp")))
+        )
+        if self.checkpoints and recovery.heartbeats:
+            types = {c.name: c.dataType for c in rows.schema}
+            rows = rows.unionByName(heartbeats(messages.sparkSession, self.key_groups).select(
+                _placeholder(types["key"]).alias("key"), F.lit(None).cast("bigint").alias("timestamp"),
+                _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
+                "grp",
+            ))
+        grouped = (
+            rows.withColumn("event_time", F.when(good, F.timestamp_millis("timestamp")))
             .withWatermark("event_time", f"{self.watermark_delay_ms} milliseconds")
             .groupBy("grp")
         )
         function = _group_function(
             self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.checkpoints,
             self.bad_records, self.delivery.carries_state(self.windowed),
+            _Storage(self.checkpoint_dir, self.webhdfs_address),
         )
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
@@ -295,6 +325,18 @@ def _ship_by_value(task_class: type) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
+@dataclass(frozen=True)
+class _Storage:
+    """Where the key groups keep their checkpoints: travels to the executors with the
+    stateful function, and opens the job directory there without a JVM."""
+
+    root: str
+    webhdfs_address: str | None
+
+    def directory(self) -> JobDirectory:
+        return JobDirectory(cached_filesystem(self.root, self.webhdfs_address), self.root)
+
+
 def _group_function(
     task: PersistentTask,
     interval_ms: int,
@@ -303,6 +345,7 @@ def _group_function(
     checkpoints: bool,
     mode: BadRecords,
     carries: bool,
+    storage: _Storage,
 ):
     floor_ms, restored = recovery.floor_ms, recovery.restored
 
@@ -311,13 +354,14 @@ def _group_function(
         if state.exists and carries:
             group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
         elif grp in restored:
-            group = KeyGroup.restore(task, interval_ms, floor_ms, restored[grp])
+            # Restore by reference: this group's own checkpoint at its generation's floor.
+            group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
         else:
             group = KeyGroup(task, interval_ms, floor_ms)
         applied = late = replayed = 0
         max_time_ms = -1
         bad: list[BadRecord] = []
-        for frame in frames:
+        for frame in map(_without_heartbeats, frames):
             max_time_ms = max(max_time_ms, _newest_ms(frame))
             try:
                 a, r, lt, b = group.apply(frame, mode)
@@ -328,6 +372,10 @@ def _group_function(
             applied, replayed, late, bad = applied + a, replayed + r, late + lt, bad + b
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
+        written = 0
+        if checkpoint:
+            written = _persist(storage.directory(), grp, *checkpoint)
+            crash_point("checkpoints")
         encoded = b""
         if carries:
             encoded = group.encode()
@@ -339,14 +387,45 @@ def _group_function(
         yield _output(grp, [
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
                                       "window_end": results["window_end"], "value": values}),
-            ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1],
-                          "data": [checkpoint[1] if checkpoint else None], "applied": [applied], "late": [late],
-                          "replayed": [replayed], "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
+            ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1], "checkpoint_bytes": [written],
+                          "applied": [applied], "late": [late], "replayed": [replayed],
+                          "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
                           "bad_records": [len(bad)], "max_time_ms": [max_time_ms]}),
             ("bad", len(bad), {BAD_RECORD_COLUMN: [b.json() for b in bad]}),
         ])
 
     return run_group
+
+
+def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> int:
+    """Writes key group ``grp``'s checkpoint at ``time_ms``; returns its size in bytes.
+
+    A retried or speculative attempt of the task writes the same state to the same
+    path, atomically: whichever rename comes last leaves one intact file.
+    """
+    try:
+        return directory.store(grp).persist(time_ms, data)
+    except StorageError as exc:
+        exc.add_note(
+            f"key group {grp}'s checkpoint at {time_ms} ms is not durable, and the micro-batch is not "
+            f"committed; the clock names durable checkpoints only. Once the storage is fixed, start the "
+            f"job again on the same checkpoint directory {directory.root}: it replays this micro-batch (path A)."
+        )
+        raise
+
+
+def _without_heartbeats(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame without heartbeat rows (``persistent.heartbeats``): no event time, no bad-record mark."""
+    times = frame["timestamp"]
+    if times.dtype.kind != "f":  # Spark hands over a bigint column with nulls as floats
+        return frame
+    beats = times.isna() & frame[BAD_RECORD_COLUMN].isna()
+    if not beats.any():
+        return frame
+    frame = frame[~beats.to_numpy()]
+    if frame["timestamp"].notna().all():
+        frame = frame.assign(timestamp=frame["timestamp"].astype(np.int64))
+    return frame
 
 
 def _newest_ms(frame: pd.DataFrame) -> int:
@@ -358,7 +437,7 @@ def _newest_ms(frame: pd.DataFrame) -> int:
 #: Columns of the stateful function's rows after ``kind`` and ``grp``, and their value
 #: in rows of a kind that does not use them.
 _OUTPUT_DEFAULTS = {
-    "time_ms": -1, "key": None, "window_end": -1, "value": None, "data": None, "applied": 0, "late": 0,
+    "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "applied": 0, "late": 0,
     "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None, "bad_records": 0, "max_time_ms": -1,
 }
 
@@ -372,8 +451,21 @@ def _output(grp: int, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+#: What the driver collects of each key group per micro-batch: numbers, never state.
+REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "applied", "late", "replayed", "watermark_ms",
+                  "state_bytes", "bad_records", "max_time_ms")
+
+
+def group_reports(frame):
+    """The key groups' reports among the stateful function's rows: one per group that ran."""
+    from pyspark.sql import functions as F
+
+    return frame.where(F.col("kind") == "group").select(*REPORT_COLUMNS)
+
+
 class _Committer:
-    """``foreachBatch``: bad records, sink, then durable checkpoints, then the clock."""
+    """``foreachBatch``: bad records, sink, then (the key groups' checkpoints being
+    durable) the clock."""
 
     def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery):
         self.job, self.directory, self.recovery = job, directory, recovery
@@ -401,43 +493,32 @@ class _Committer:
             n_results = results.count()  # the first action computes the micro-batch, into the cache
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
-            groups = frame.where(F.col("kind") == "group").select(
-                "grp", "time_ms", "data", "applied", "late", "replayed", "watermark_ms", "state_bytes", "bad_records",
-                "max_time_ms",
-            ).collect()
-            dead_letters = self._bad_records(frame, batch, sum(r.bad_records for r in groups))
-            next_ms = max((r.max_time_ms for r in groups), default=-1) + 1
+            reports = group_reports(frame).collect()
+            dead_letters = self._bad_records(frame, batch, sum(r.bad_records for r in reports))
+            next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
             write_effects(self.job.delivery, self.directory, self.job.sink, results, batch, self.job.windowed, next_ms)
         finally:
             frame.unpersist()
-        due = [row for row in groups if row.time_ms >= 0]
-        checkpoints = {row.grp: row.time_ms for row in due}
-        if due:
-            with ThreadPoolExecutor(min(len(due), _CHECKPOINT_WRITERS)) as writers:
-                # Waits for every write and raises the first failure: no clock without them.
-                for _ in writers.map(lambda row: self.directory.store(row.grp).persist(row.time_ms, bytes(row.data)), due):
-                    crash_point("checkpoints")
+        checkpoints = {row.grp: row.time_ms for row in reports if row.time_ms >= 0}
         crash_point("clock")
-        clock_ms = self._advance_clock(checkpoints) if self.job.checkpoints else None
+        clock_ms = self._advance_clock(checkpoints, batch) if self.job.checkpoints else None
         if checkpoints:
-            # Keep what the clock's history may still rewind to, drop the rest.
-            oldest_ms = self.directory.clock.history()[0].clock_ms
-            for grp in checkpoints:
-                self.directory.store(grp).retain(oldest_ms)
+            self._retain(checkpoints)
         progress = BatchProgress(
             generation=batch.generation,
             batch=batch_id,
-            rows=sum(r.applied for r in groups),
-            late=sum(r.late for r in groups),
-            replayed=sum(r.replayed for r in groups),
+            rows=sum(r.applied for r in reports),
+            late=sum(r.late for r in reports),
+            replayed=sum(r.replayed for r in reports),
             results=n_results,
             checkpoints=len(checkpoints),
             clock_ms=clock_ms,
             seconds=time.monotonic() - started,
-            watermark_ms=max((r.watermark_ms for r in groups), default=0),
+            watermark_ms=max((r.watermark_ms for r in reports), default=0),
             finished_at_ms=int(time.time() * 1000),
-            state_bytes={task_name(r.grp): r.state_bytes for r in groups},
+            state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
+            checkpoint_bytes=sum(r.checkpoint_bytes for r in reports),
         )
         self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:
@@ -446,8 +527,8 @@ class _Committer:
 
     def _bad_records(self, frame, batch: BatchId, count: int) -> int:
         """Fails the micro-batch on its bad records, or writes them to the dead-letter
-        output (before the sink and the checkpoints: a replay writes them again);
-        returns how many were written."""
+        output (before the sink and the clock: a replay writes them again); returns how
+        many were written."""
         from pyspark.sql import functions as F
 
         if not count:
@@ -459,10 +540,21 @@ class _Committer:
         self.job.dead_letters.write(records, batch)
         return count
 
-    def _advance_clock(self, checkpoints: dict[int, int]) -> int | None:
+    def _advance_clock(self, checkpoints: dict[int, int], batch: BatchId) -> int | None:
+        """Advances the clock over the checkpoints the key groups reported, once every
+        task the clock knows has reported the newest of them."""
         clock = self.directory.clock
         record = clock.read()
         task_clocks = dict(record.task_clocks) if record else {}
+        if checkpoints:
+            newest = max(checkpoints.values())
+            silent = [task for task, ms in task_clocks.items() if ms < newest and task_index(task) not in checkpoints]
+            if silent:
+                raise ClockError(
+                    f"micro-batch {batch.generation}.{batch.batch} of {self.directory.root}: the watermark passed "
+                    f"the checkpoint boundary {newest} ms but task(s) {', '.join(silent)} reported no checkpoint "
+                    f"there; the clock stays at {record.clock_ms} ms"
+                )
         for grp, time_ms in checkpoints.items():
             name = task_name(grp)
             task_clocks[name] = max(time_ms, task_clocks.get(name, 0))
@@ -473,6 +565,16 @@ class _Committer:
             # boundary, so the minimum never moves backwards.
             record = clock.advance(min(task_clocks.values()), task_clocks)
         return record.clock_ms
+
+    def _retain(self, checkpoints: dict[int, int]) -> None:
+        """Keeps the checkpoints the clock's history may still rewind to, and those at the
+        restore point of a generation begun by path B (its groups read them when they
+        have no state in Spark); drops the rest."""
+        oldest_ms = self.directory.clock.history()[0].clock_ms
+        if self.recovery.restored:
+            oldest_ms = min(oldest_ms, self.recovery.floor_ms)
+        for grp in checkpoints:
+            self.directory.store(grp).retain(oldest_ms)
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """``state.fs.FileSystem`` over WebHDFS, HDFS's HTTP interface: no JVM needed.
 
 Paths are ``webhdfs://NAMENODE[:PORT]/PATH`` URIs, with the NameNode's HTTP port
-(9870 when omitted, Hadoop 3's default). Hadoop's own FileSystem understands the same
-scheme, so a job whose checkpoint directory is ``webhdfs://...`` is read with the
-very URI it was started with; for an ``hdfs://`` directory use the same path on the
-NameNode's HTTP address. Requests go through the ``hdfs`` package's
+(9870 when omitted, Hadoop 3's default), or ``hdfs://NAMENODE[:PORT]/PATH`` URIs, with
+the NameNode's RPC port, whose files are reached on the NameNode's HTTP address
+(``http_address``; by default the same host on port 9870). Hadoop's own FileSystem
+understands both schemes, so a job's checkpoint directory is read with the very URI
+it was started with. Requests go through the ``hdfs`` package's
 ``InsecureClient`` as user ``$HADOOP_USER_NAME`` (default: the login name), so
 clusters secured with Kerberos are not supported.
 
@@ -27,21 +28,28 @@ from hdfs.util import HdfsError
 
 from state.fs import TEMP_PREFIX, FileSystem
 
-__all__ = ["WebHdfsFileSystem", "DEFAULT_PORT"]
+__all__ = ["WebHdfsFileSystem", "DEFAULT_PORT", "SCHEMES"]
 
 #: The NameNode's HTTP port in Hadoop 3, used when a URI names none.
 DEFAULT_PORT = 9870
+#: The URI schemes served: HDFS over HTTP, and HDFS's own (reached over HTTP).
+SCHEMES = ("webhdfs", "hdfs")
 
 
 class WebHdfsFileSystem(FileSystem):
-    """The files of one NameNode, named by ``webhdfs://`` URIs."""
+    """The files of one NameNode, named by ``webhdfs://`` or ``hdfs://`` URIs."""
 
-    def __init__(self, uri: str, user: str | None = None, timeout_s: float = 60):
+    def __init__(self, uri: str, user: str | None = None, timeout_s: float = 60, http_address: str | None = None):
         parsed = urlparse(uri)
-        if parsed.scheme != "webhdfs" or not parsed.hostname:
-            raise ValueError(f"{uri!r} is not a webhdfs://NAMENODE[:PORT]/PATH URI")
-        self.authority = parsed.netloc
-        self.url = f"http://{parsed.hostname}:{parsed.port or DEFAULT_PORT}"
+        if parsed.scheme not in SCHEMES or not parsed.hostname:
+            raise ValueError(f"{uri!r} is not a webhdfs://NAMENODE[:PORT]/PATH or hdfs://NAMENODE[:PORT]/PATH URI")
+        self.scheme, self.authority = parsed.scheme, parsed.netloc
+        if http_address:
+            self.url = http_address.rstrip("/")
+        elif parsed.scheme == "webhdfs":
+            self.url = f"http://{parsed.hostname}:{parsed.port or DEFAULT_PORT}"
+        else:
+            self.url = f"http://{parsed.hostname}:{DEFAULT_PORT}"
         self.client = InsecureClient(self.url, user=user or os.environ.get("HADOOP_USER_NAME"), timeout=timeout_s)
 
     def __repr__(self) -> str:
@@ -49,8 +57,8 @@ class WebHdfsFileSystem(FileSystem):
 
     def _path(self, uri: str) -> str:
         parsed = urlparse(uri)
-        if parsed.scheme != "webhdfs" or parsed.netloc != self.authority:
-            raise ValueError(f"{uri!r} is not on webhdfs://{self.authority}")
+        if parsed.scheme != self.scheme or parsed.netloc != self.authority:
+            raise ValueError(f"{uri!r} is not on {self.scheme}://{self.authority}")
         return parsed.path or "/"
 
     @contextlib.contextmanager

@@ -125,12 +125,21 @@ class CheckpointStore:
         """The file of the checkpoint at ``timestamp_ms``."""
         return self.fs.join(self.directory, f"{check_time_ms(timestamp_ms):0{_TIME_DIGITS}d}{_SUFFIX}")
 
-    def persist(self, timestamp_ms: int, data: bytes) -> None:
-        """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there.
+    def persist(self, timestamp_ms: int, data: bytes) -> int:
+        """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there;
+        returns the size of its file in bytes.
 
         Replays after a restart persist the same times again; they overwrite.
         """
-        self.fs.write_atomic(self.path(timestamp_ms), encode_record(timestamp_ms, data))
+        record = encode_record(timestamp_ms, data)
+        self.fs.write_atomic(self.path(timestamp_ms), record)
+        return len(record)
+
+    def require(self, timestamp_ms: int) -> None:
+        """Raises ``MissingCheckpointError`` unless a checkpoint file at ``timestamp_ms``
+        exists; reads nothing of it (``recover`` checks what it holds)."""
+        if not self.fs.exists(self.path(timestamp_ms)):
+            raise self._missing(timestamp_ms)
 
     def recover(self, timestamp_ms: int) -> bytes:
         """The data of the checkpoint at exactly ``timestamp_ms``.
@@ -142,11 +151,7 @@ class CheckpointStore:
         try:
             raw = self.fs.read_bytes(path)
         except FileNotFoundError:
-            held = self.times()
-            raise MissingCheckpointError(
-                f"task {self.task!r} has no checkpoint at {timestamp_ms} ms: {path} does not exist "
-                f"(held: {describe_times(held)}); {_RESTORE_OLDER}"
-            ) from None
+            raise self._missing(timestamp_ms) from None
         found_ms, data = decode_record(raw, path)
         if found_ms != timestamp_ms:
             raise CorruptCheckpointError(
@@ -154,6 +159,12 @@ class CheckpointStore:
                 f"(file copied or renamed?); {_RESTORE_OLDER}"
             )
         return data
+
+    def _missing(self, timestamp_ms: int) -> MissingCheckpointError:
+        return MissingCheckpointError(
+            f"task {self.task!r} has no checkpoint at {timestamp_ms} ms: {self.path(timestamp_ms)} does not "
+            f"exist (held: {describe_times(self.times())}); {_RESTORE_OLDER}"
+        )
 
     def times(self) -> list[int]:
         """Sorted times (ms) of the stored checkpoints; temporary and unrelated files are ignored."""

@@ -49,9 +49,10 @@ def test_a_directory_that_is_no_job_directory_is_refused(capsys, tmp_path):
     assert code == 1 and "is not a job's checkpoint directory" in err and len(err.splitlines()) == 1
 
 
-def test_an_hdfs_uri_is_refused_pointing_to_webhdfs(capsys):
-    code, _, err = run_cli(capsys, "clock", "hdfs://namenode:8020/jobs/x")
-    assert code == 1 and "webhdfs://NAMENODE:9870/PATH" in err
+def test_a_uri_no_file_system_here_serves_is_refused_saying_what_works(capsys):
+    code, _, err = run_cli(capsys, "clock", "s3a://bucket/jobs/x")
+    assert code == 1 and "s3a://bucket/jobs/x cannot be reached without a JVM" in err
+    assert "hdfs:// URI (reached over WebHDFS) or webhdfs://NAMENODE:9870/PATH" in err
 
 
 @pytest.mark.parametrize("bad", ["soon", "-5", "1.5"])
@@ -294,7 +295,7 @@ def test_rewind_prepares_recovery_path_b_from_the_checkpoints_at_t(capsys, count
     assert all(directory.store(g).times() == [100, 200] for g in range(3))
     plan = directory.plan(3)  # what the next start does
     assert (plan.path, plan.floor_ms, plan.generation) == (RecoveryPath.FROM_CLOCK, 200, 1)
-    assert {f"group-{g:05d}": data for g, data in plan.restored.items()} == at_200
+    assert {f"group-{g:05d}": directory.restore(g, 200) for g in plan.restored} == at_200
 
 
 def test_rewind_refuses_a_time_for_which_a_task_lacks_a_checkpoint_and_changes_nothing(capsys, counting_job):

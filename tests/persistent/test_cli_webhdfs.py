@@ -261,4 +261,5 @@ def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, job_on_hdfs):
     assert not os.path.exists(directory.spark)
     assert [directory.store(g).times() for g in range(3)] == [[100]] * 3
     plan = directory.plan(3)
-    assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, at_100)
+    assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, set(at_100))
+    assert {g: directory.restore(g, 100) for g in plan.restored} == at_100

@@ -75,7 +75,7 @@ def test_at_least_once_starts_fresh_then_continues_spark_s_checkpoint(directory)
     assert plan(AT_LEAST, directory, 4).path is RecoveryPath.FRESH
     spark_has_a_query(directory)
     again = plan(AT_LEAST, directory, 4)
-    assert (again.path, again.floor_ms, again.restored) == (RecoveryPath.SAME_CHECKPOINT, 0, {})
+    assert (again.path, again.floor_ms, again.restored) == (RecoveryPath.SAME_CHECKPOINT, 0, set())
     # Spark's checkpoint lost: with no clock, the sources start from the beginning.
     directory.fs.delete(directory.spark)
     assert (plan(AT_LEAST, directory, 4).path, directory.clock.read()) == (RecoveryPath.FRESH, None)
@@ -91,7 +91,7 @@ def test_at_most_once_restarts_after_its_position_on_empty_state(directory):
     spark_has_a_query(directory)
     restart = plan(AT_MOST, directory, 4)
     assert (restart.path, restart.generation, restart.floor_ms, restart.restored) == (
-        RecoveryPath.AFTER_POSITION, 1, 1_500, {})
+        RecoveryPath.AFTER_POSITION, 1, 1_500, set())
     assert not directory.fs.exists(directory.spark)  # the last run's unfinished batch is not replayed
     assert "sources start at 1500" in restart.describe()
     assert plan(AT_MOST, directory, 4).generation == 2

@@ -37,10 +37,15 @@ def test_fresh_then_path_a_then_path_b(directory):
     directory.fs.delete(directory.spark)
     restart = directory.plan(2)
     assert (restart.path, restart.generation, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1, 2000)
-    assert restart.restored == {0: b"group 0 at 2000", 1: b"group 1 at 2000"}
-    # Path A after that restart continues generation 1 and remembers its restore point.
+    # Restore by reference: the plan names the groups; each reads its own checkpoint.
+    assert restart.restored == {0, 1}
+    assert [directory.restore(g, 2000) for g in (0, 1)] == [b"group 0 at 2000", b"group 1 at 2000"]
+    # Path A after that restart continues generation 1 and remembers its restore point
+    # and restored groups, however often it restarts.
     spark_has_a_query(directory)
-    assert directory.plan(2).generation == 1 and directory.plan(2).floor_ms == 2000
+    for _ in range(2):
+        again = directory.plan(2)
+        assert (again.generation, again.floor_ms, again.restored, again.heartbeats) == (1, 2000, {0, 1}, True)
 
 
 def test_another_number_of_key_groups_is_refused(directory):
@@ -56,13 +61,25 @@ def test_a_missing_checkpoint_at_the_clock_is_an_error_not_an_empty_state(direct
         directory.plan(2)
 
 
-def test_a_torn_checkpoint_at_the_clock_is_an_error(directory):
+def test_a_torn_checkpoint_at_the_clock_is_an_error_when_its_group_restores_it(directory):
+    checkpoint_all(directory, 500)
     checkpoint_all(directory, 1000)
     path = directory.store(0).path(1000)
     raw = directory.fs.read_bytes(path)
     directory.fs.write_atomic(path, raw[:-3])
-    with pytest.raises(CorruptCheckpointError, match="group-00000"):
-        directory.plan(2)
+    assert directory.plan(2).restored == {0, 1}  # the plan reads no checkpoint
+    with pytest.raises(CorruptCheckpointError, match="group-00000") as raised:
+        directory.restore(0, 1000)
+    assert "persistent rewind" in "".join(raised.value.__notes__) and "--to 500" in "".join(raised.value.__notes__)
+
+
+def test_a_directory_recorded_before_heartbeats_continues_without_them_on_path_a(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
+                              b'{"generation": 2, "floor_ms": 700, "key_groups": 2}')
+    spark_has_a_query(directory)
+    checkpoint_all(directory, 1000)
+    again = directory.plan(2)
+    assert (again.generation, again.floor_ms, again.restored, again.heartbeats) == (2, 700, frozenset(), False)
 
 
 def test_a_corrupt_clock_names_its_file(directory):

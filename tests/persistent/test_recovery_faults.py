@@ -1,7 +1,9 @@
-"""A damaged checkpoint or clock stops a job's start with the file and the remedy in the
+"""A damaged checkpoint or clock stops a job with the file and the remedy in the
 message, and doing what it says (``persistent rewind``) restarts the job from an
 intact clock (no Spark needed; ``tests/spark/test_storage_faults.py`` runs the same
-through Hadoop)."""
+through Hadoop). A missing checkpoint or a damaged clock stops the start; a damaged
+checkpoint stops its key group when it restores it (restore by reference: the plan
+reads no checkpoint)."""
 
 from __future__ import annotations
 
@@ -25,15 +27,16 @@ def damage(fs, path: str, how) -> None:
     fs.write_atomic(path, how(fs.read_bytes(path)))
 
 
-def restored_at(time_ms: int) -> dict[int, bytes]:
-    return {group: f"group {group} at {time_ms}".encode() for group in (0, 1)}
+def assert_restores_at(directory, restart, time_ms: int) -> None:
+    """``restart`` is path B at ``time_ms``, and both groups restore their checkpoints there."""
+    assert (restart.path, restart.floor_ms, restart.restored) == (RecoveryPath.FROM_CLOCK, time_ms, {0, 1})
+    assert [directory.restore(g, time_ms) for g in (0, 1)] == [f"group {g} at {time_ms}".encode() for g in (0, 1)]
 
 
 def assert_advised_rewind_restarts(capsys, directory, to_ms: int) -> None:
     """``persistent rewind DIR --to T`` succeeds and the next start is path B at ``T``."""
     assert run_cli(capsys, "rewind", directory.root, "--to", to_ms)[0] == 0
-    restart = directory.plan(2)
-    assert (restart.path, restart.floor_ms, restart.restored) == (RecoveryPath.FROM_CLOCK, to_ms, restored_at(to_ms))
+    assert_restores_at(directory, directory.plan(2), to_ms)
 
 
 def advice(directory, to_ms: int) -> list[str]:
@@ -44,13 +47,14 @@ def advice(directory, to_ms: int) -> list[str]:
 
 
 @pytest.mark.parametrize("how", [truncate, flip_a_bit])
-def test_a_damaged_checkpoint_at_the_clock_stops_path_b_and_the_advised_rewind_restarts(capsys, directory, how):
+def test_a_damaged_checkpoint_at_the_clock_stops_its_restore_and_the_advised_rewind_restarts(capsys, directory, how):
     checkpoint_all(directory, 1000)
     checkpoint_all(directory, 2000)
     path = directory.store(1).path(2000)
     damage(directory.fs, path, how)
+    directory.plan(2)
     with pytest.raises(CorruptCheckpointError) as raised:
-        directory.plan(2)
+        directory.restore(1, 2000)
     assert f"corrupt record {path}: " in str(raised.value)
     assert "rewind the clock (ClockStore.rewind) to an older clock" in str(raised.value)
     assert raised.value.__notes__ == advice(directory, 1000)
@@ -119,5 +123,4 @@ def test_checkpoints_without_any_clock_are_not_a_fresh_start(directory):
     assert f"delete {directory.checkpoints} to start with empty state" in message
 
     directory.clock.advance(2000, {"group-00000": 2000, "group-00001": 2000})
-    restart = directory.plan(2)
-    assert (restart.path, restart.floor_ms, restart.restored) == (RecoveryPath.FROM_CLOCK, 2000, restored_at(2000))
+    assert_restores_at(directory, directory.plan(2), 2000)

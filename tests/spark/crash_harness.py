@@ -133,6 +133,23 @@ class Crasher:
         os.kill(executors[0], signal.SIGKILL)
         return self._to_the_end(process, log, timeout_s)
 
+    def kill_executor_at(self, point: str, arrival: int, timeout_s: float = 300) -> Outcome:
+        """Runs until the ``arrival``-th arrival at crash point ``point`` in a Python worker
+        (``local-cluster`` masters), SIGKILLs the executor JVM that runs it and the worker,
+        and lets the job run to its end: Spark must retry the lost task elsewhere."""
+        marker = self.workdir / f"crashed-{self.runs + 1:02d}"
+        process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
+        if not self._wait(process, lambda: marker.exists() and marker.read_text(), timeout_s):
+            raise AssertionError(f"the job ended before crash point {point}:{arrival}; log: {log}")
+        worker = int(marker.read_text())
+        executor = next((pid for pid in _ancestors(worker) if b"CoarseGrainedExecutorBackend" in _cmdline(pid)), None)
+        if executor is None:
+            self._finish(process, log, kill=True)
+            raise AssertionError(f"process {worker} at {point} runs in no executor: is the master local-cluster?")
+        for pid in (executor, worker):
+            os.kill(pid, signal.SIGKILL)
+        return self._to_the_end(process, log, timeout_s)
+
     @staticmethod
     def _wait(process: subprocess.Popen, condition, timeout_s: float) -> bool:
         """True when ``condition`` came true while the process ran; False when it ended first."""
@@ -144,6 +161,18 @@ class Crasher:
                 return True
             time.sleep(0.1)
         return False
+
+
+def _ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, its parent, and so on."""
+    found = []
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+        found.append(pid)
+    return found
 
 
 def _cmdline(pid: int) -> bytes:

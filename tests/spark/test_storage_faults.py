@@ -101,11 +101,11 @@ def test_damaged_records_read_through_hadoop_are_named_with_the_remedy(hadoop, t
         f.seek(40)
         f.write(b"\xff")
     with pytest.raises(CorruptCheckpointError, match=f"corrupt record {path}: checksum mismatch.*rewind the clock"):
-        directory.plan(2)
+        directory.restore(1, 2000)
     with open(path, "r+b") as f:
         f.truncate(20)
     with pytest.raises(CorruptCheckpointError, match=rf"corrupt record {path}: 20 bytes .*\(torn write\?\)"):
-        directory.plan(2)
+        directory.restore(1, 2000)
 
     os.unlink(directory.clock.path)
     with pytest.raises(ClockError, match=f"clock file {directory.clock.path} is missing.*ClockStore.rewind"):
