@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window-ms", type=int, default=4_000, help="window size")
     p.add_argument("--slide-ms", type=int, default=1_000, help="window step")
     p.add_argument("--rows-per-batch", type=int, default=5_000, help="messages per micro-batch")
-    add_job_options(p, key_groups=4)
+    add_job_options(p)
     return p
 
 

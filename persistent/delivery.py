@@ -77,13 +77,13 @@ class Delivery(enum.Enum):
 _SETTING = "delivery"
 
 
-def plan(delivery: Delivery, directory: JobDirectory, key_groups: int) -> Recovery:
+def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, default_key_groups: int) -> Recovery:
     """How the job starts with ``delivery``: at-most-once after its position, the others
     as ``JobDirectory.plan`` says. A directory keeps the setting it was written with."""
     _keep_setting(directory, delivery)
     if delivery is Delivery.AT_MOST_ONCE:
-        return Position(directory).restart()
-    return directory.plan(key_groups)
+        return Position(directory).restart(key_groups or default_key_groups)
+    return directory.plan(key_groups, default_key_groups)
 
 
 def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
@@ -121,17 +121,18 @@ class Position:
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{self.path} is corrupt ({exc}); delete it to start the sources from the beginning") from exc
 
-    def restart(self) -> Recovery:
-        """Starts a run: Spark's checkpoint of the last run is dropped (its state and
-        its unfinished micro-batch with it), the sources start at the position."""
+    def restart(self, key_groups: int) -> Recovery:
+        """Starts a run with ``key_groups`` (state starts empty, so any number does):
+        Spark's checkpoint of the last run is dropped (its state and its unfinished
+        micro-batch with it), the sources start at the position."""
         record = self.read()
         self.directory.fs.delete(self.directory.spark)
         if record is None:
             self._write(0, 0)
-            return Recovery(RecoveryPath.FRESH, 0, 0)
+            return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups)
         generation, next_ms = record[0] + 1, record[1]
         self._write(generation, next_ms)
-        return Recovery(RecoveryPath.AFTER_POSITION, generation, next_ms)
+        return Recovery(RecoveryPath.AFTER_POSITION, generation, next_ms, key_groups=key_groups)
 
     def take(self, generation: int, next_ms: int) -> None:
         """Records that every message before ``next_ms`` is taken (the position never

@@ -18,7 +18,7 @@ from persistent.delivery import Delivery
 __all__ = ["add_job_options", "job_settings", "run"]
 
 
-def add_job_options(parser: argparse.ArgumentParser, key_groups: int = 16) -> None:
+def add_job_options(parser: argparse.ArgumentParser) -> None:
     """Adds ``--checkpoint``, ``--output``, ``--available-now``, ``--master``,
     ``--interval-ms``, ``--key-groups``, ``--bad-records`` and ``--delivery``."""
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
@@ -30,7 +30,9 @@ def add_job_options(parser: argparse.ArgumentParser, key_groups: int = 16) -> No
                         help="process the input there is now, then stop (a progress bar shows how far it is)")
     parser.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
     parser.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval in event-time ms")
-    parser.add_argument("--key-groups", type=int, default=key_groups, help="number of key groups (tasks)")
+    parser.add_argument("--key-groups", type=int,
+                        help="number of key groups (tasks); default: the checkpoint directory's, or on a fresh "
+                             "start 4 per core of the cluster")
     parser.add_argument("--bad-records", choices=[m.value for m in BadRecords], default=BadRecords.DEAD_LETTER.value,
                         help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
     parser.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,

@@ -80,6 +80,8 @@ class Recovery:
     #: Whether the generation's query wakes every key group in its first micro-batch
     #: (``persistent.heartbeats``); generations recorded before that existed do not.
     heartbeats: bool = True
+    #: The number of key groups keys hash to in this start.
+    key_groups: int = 1
 
     def describe(self) -> str:
         """One line for the job's log."""
@@ -146,23 +148,28 @@ class JobDirectory:
         record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups,
                   "restored": sorted(restored), "heartbeats": heartbeats}
         self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
-        return Recovery(path, generation, floor_ms, restored, heartbeats)
+        return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups)
 
-    def plan(self, key_groups: int) -> Recovery:
+    def plan(self, key_groups: int | None, default_key_groups: int | None = None) -> Recovery:
         """Chooses the recovery path and, for path B, checks that every task of the clock
         holds its checkpoint at it.
 
-        ``key_groups`` must be the number the directory was written with: keys hash to
-        groups by it, so another number would put a key's messages beside another
-        group's state.
+        The number of key groups is the one the directory was written with; a fresh
+        start takes ``key_groups``, or ``default_key_groups`` when that is ``None``. An
+        explicit ``key_groups`` must equal the recorded number: keys hash to groups by
+        it, so another number would put a key's messages beside another group's state.
         """
         current = self.read_generation()
-        if current and current["key_groups"] not in (None, key_groups):
+        recorded = current["key_groups"] if current else None
+        if key_groups is not None and recorded not in (None, key_groups):
             raise ValueError(
-                f"{self.root} was written with key_groups={current['key_groups']}, this job has "
-                f"key_groups={key_groups}: run it with key_groups={current['key_groups']}, or start "
-                f"a new checkpoint directory"
+                f"{self.root} was written with key_groups={recorded}, this job has "
+                f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups), or "
+                f"start a new checkpoint directory"
             )
+        key_groups = key_groups or recorded or default_key_groups
+        if key_groups is None:
+            raise ValueError(f"{self.root} records no number of key groups: give the job's key_groups")
         same_checkpoint = bool(self.fs.list_names(self.fs.join(self.spark, "offsets")))
         # Path A needs a readable clock as well: every micro-batch advances it.
         record = self._read_clock(check=not same_checkpoint)

@@ -3,7 +3,10 @@
 Messages are grouped by **key group** (``pmod(hash(key), key_groups)``), not by key:
 one Python call per group and micro-batch updates all of the group's keys with
 vectorized monoid folds (``persistent.keygroup``). Each key group is a task with its
-own checkpoints and checkpoint clock.
+own checkpoints and checkpoint clock. A fresh start sizes the key groups to the
+cluster (``KEY_GROUPS_PER_CORE`` per core Spark offers) unless the job names a
+number; the job directory records it, and the query runs as many shuffle partitions
+as there are cores (at most one per key group).
 
 Per micro-batch, inside Spark:
 
@@ -68,6 +71,10 @@ __all__ = ["Job", "RunningJob", "BatchProgress", "REPORT_COLUMNS", "group_report
 _PROGRESS_POLL_SECONDS = 0.5
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
+#: Key groups per core of the cluster (``defaultParallelism``) on a fresh start without
+#: ``Job.key_groups``: enough to even out uneven groups, few enough that a group's
+#: fixed cost per micro-batch stays small.
+KEY_GROUPS_PER_CORE = 4
 #: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
 
@@ -137,7 +144,9 @@ class Job:
     checkpoint_dir: str
     checkpoint_interval_ms: int = 1000
     watermark_delay_ms: int = 0
-    key_groups: int = 64
+    #: Key groups (tasks) keys are hashed to; ``None``: the number the checkpoint
+    #: directory was written with, on a fresh start ``KEY_GROUPS_PER_CORE`` per core.
+    key_groups: int | None = None
     prepare: Callable | None = None
     #: Off, key groups take no checkpoints and the driver keeps no clock: only Spark's
     #: checkpoint location holds the state (recovery path A only; without it the job
@@ -156,7 +165,7 @@ class Job:
 
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
-            if getattr(self, name) <= 0:
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"Job: {name} must be > 0, got {getattr(self, name)}")
         for name in ("watermark_delay_ms", "max_event_time_skew_ms"):
             if (getattr(self, name) or 0) < 0:
@@ -187,7 +196,8 @@ class Job:
         """Plans recovery, builds the query and starts it."""
         _ship_by_value(type(self.task))
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
-        recovery = plan(self.delivery, directory, self.key_groups)
+        cores = spark.sparkContext.defaultParallelism
+        recovery = plan(self.delivery, directory, self.key_groups, KEY_GROUPS_PER_CORE * cores)
         stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
@@ -199,7 +209,15 @@ class Job:
             writer = writer.trigger(availableNow=True)
         elif trigger_ms:
             writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
-        return RunningJob(writer.start(), recovery, directory)
+        # A query takes the session's settings when it starts (and keeps its number of
+        # state partitions in its checkpoint): one shuffle partition per core.
+        setting, previous = "spark.sql.shuffle.partitions", spark.conf.get("spark.sql.shuffle.partitions")
+        spark.conf.set(setting, str(min(recovery.key_groups, cores)))
+        try:
+            query = writer.start()
+        finally:
+            spark.conf.set(setting, previous)
+        return RunningJob(query, recovery, directory)
 
     def run(self, spark, available_now: bool = True) -> RunningJob:
         """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
@@ -279,12 +297,12 @@ class Job:
                             F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN))
             # Bad records spread over the groups by their text; their null event time
             # neither moves the watermark nor makes them late.
-            .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {self.key_groups})"))
-                        .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {self.key_groups})")))
+            .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {recovery.key_groups})"))
+                        .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {recovery.key_groups})")))
         )
         if self.checkpoints and recovery.heartbeats:
             types = {c.name: c.dataType for c in rows.schema}
-            rows = rows.unionByName(heartbeats(messages.sparkSession, self.key_groups).select(
+            rows = rows.unionByName(heartbeats(messages.sparkSession, recovery.key_groups).select(
                 _placeholder(types["key"]).alias("key"), F.lit(None).cast("bigint").alias("timestamp"),
                 _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
                 "grp",

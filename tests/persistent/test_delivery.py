@@ -72,50 +72,50 @@ def test_only_exactly_once_checkpoints_and_only_it_keeps_unwindowed_state(tmp_pa
 
 
 def test_at_least_once_starts_fresh_then_continues_spark_s_checkpoint(directory):
-    assert plan(AT_LEAST, directory, 4).path is RecoveryPath.FRESH
+    assert plan(AT_LEAST, directory, 4, 8).path is RecoveryPath.FRESH
     spark_has_a_query(directory)
-    again = plan(AT_LEAST, directory, 4)
+    again = plan(AT_LEAST, directory, 4, 8)
     assert (again.path, again.floor_ms, again.restored) == (RecoveryPath.SAME_CHECKPOINT, 0, set())
     # Spark's checkpoint lost: with no clock, the sources start from the beginning.
     directory.fs.delete(directory.spark)
-    assert (plan(AT_LEAST, directory, 4).path, directory.clock.read()) == (RecoveryPath.FRESH, None)
+    assert (plan(AT_LEAST, directory, 4, 8).path, directory.clock.read()) == (RecoveryPath.FRESH, None)
 
 
 def test_at_most_once_restarts_after_its_position_on_empty_state(directory):
-    first = plan(AT_MOST, directory, 4)
+    first = plan(AT_MOST, directory, 4, 8)
     assert (first.path, first.generation, first.floor_ms) == (RecoveryPath.FRESH, 0, 0)
     position = Position(directory)
     position.take(0, 1_500)
     position.take(0, 900)  # a batch whose newest message is older: the position stays
     assert position.read() == (0, 1_500)
     spark_has_a_query(directory)
-    restart = plan(AT_MOST, directory, 4)
+    restart = plan(AT_MOST, directory, 4, 8)
     assert (restart.path, restart.generation, restart.floor_ms, restart.restored) == (
         RecoveryPath.AFTER_POSITION, 1, 1_500, set())
     assert not directory.fs.exists(directory.spark)  # the last run's unfinished batch is not replayed
     assert "sources start at 1500" in restart.describe()
-    assert plan(AT_MOST, directory, 4).generation == 2
+    assert plan(AT_MOST, directory, 4, 8).generation == 2
 
 
 def test_a_directory_keeps_the_setting_it_was_written_with(directory):
-    plan(AT_LEAST, directory, 4)
+    plan(AT_LEAST, directory, 4, 8)
     with pytest.raises(ValueError, match="written with delivery='at-least-once', this job has "
                                          "delivery='exactly-once'"):
-        plan(EXACTLY, directory, 4)
+        plan(EXACTLY, directory, 4, 8)
 
 
 def test_a_directory_from_before_the_setting_is_exactly_once(directory):
     directory.plan(4)  # written without a delivery record
     with pytest.raises(ValueError, match="written with delivery='exactly-once'"):
-        plan(AT_MOST, directory, 4)
-    assert plan(EXACTLY, directory, 4).path is RecoveryPath.FRESH
+        plan(AT_MOST, directory, 4, 8)
+    assert plan(EXACTLY, directory, 4, 8).path is RecoveryPath.FRESH
 
 
 def test_a_corrupt_position_is_an_error_naming_the_file(directory):
-    plan(AT_MOST, directory, 4)
+    plan(AT_MOST, directory, 4, 8)
     directory.fs.write_atomic(Position(directory).path, b"{")
     with pytest.raises(ValueError, match="position is corrupt"):
-        plan(AT_MOST, directory, 4)
+        plan(AT_MOST, directory, 4, 8)
 
 
 class Recorder(Sink):

@@ -11,17 +11,18 @@ from persistent.postgres import PostgresSink
 from persistent.sinks import ParquetSink, SQLiteSink
 
 
-def parse(*argv, key_groups=16):
+def parse(*argv):
     parser = argparse.ArgumentParser()
-    add_job_options(parser, key_groups=key_groups)
+    add_job_options(parser)
     return parser.parse_args(["--checkpoint", "ck", *argv])
 
 
-def test_defaults_are_exactly_once_dead_letters_and_the_applications_key_groups():
-    settings = job_settings(parse("--output", "sqlite:///tmp/out.db", key_groups=4), "counts", "key", "count")
+def test_defaults_are_exactly_once_dead_letters_and_key_groups_sized_at_the_start():
+    settings = job_settings(parse("--output", "sqlite:///tmp/out.db"), "counts", "key", "count")
     assert isinstance(settings.pop("sink"), SQLiteSink)
-    assert settings == dict(checkpoint_dir="ck", checkpoint_interval_ms=1000, key_groups=4,
+    assert settings == dict(checkpoint_dir="ck", checkpoint_interval_ms=1000, key_groups=None,
                             bad_records="dead-letter", delivery="exactly-once")
+    assert job_settings(parse("--output", "console", "--key-groups", "5"), "t", "k", "v")["key_groups"] == 5
 
 
 @pytest.mark.parametrize(

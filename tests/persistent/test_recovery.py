@@ -54,6 +54,18 @@ def test_another_number_of_key_groups_is_refused(directory):
         directory.plan(3)
 
 
+def test_without_a_number_a_fresh_start_takes_the_default_and_later_starts_the_recorded_one(directory):
+    assert directory.plan(None, 8).key_groups == 8
+    checkpoint_all(directory, 1000)
+    spark_has_a_query(directory)
+    assert directory.plan(None, 12).key_groups == 8  # path A
+    directory.fs.delete(directory.spark)
+    assert (directory.plan(None, 12).path, directory.read_generation()["key_groups"]) == (RecoveryPath.FROM_CLOCK, 8)
+    directory.fs.delete(directory.fs.join(directory.root, "generation"))
+    with pytest.raises(ValueError, match="records no number of key groups: give the job's key_groups"):
+        directory.plan(None)
+
+
 def test_a_missing_checkpoint_at_the_clock_is_an_error_not_an_empty_state(directory):
     checkpoint_all(directory, 1000)
     directory.fs.delete(directory.store(1).path(1000))
