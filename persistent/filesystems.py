@@ -13,13 +13,15 @@ there; ``filesystem_for`` refuses anything else with one sentence saying what wo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from persistent.recovery import JobDirectory
 from persistent.webhdfs import SCHEMES as WEBHDFS_SCHEMES
 from persistent.webhdfs import WebHdfsFileSystem
 from state.fs import FileSystem, LocalFileSystem
 
-__all__ = ["UnsupportedFileSystemError", "filesystem_for", "cached_filesystem"]
+__all__ = ["UnsupportedFileSystemError", "filesystem_for", "cached_filesystem", "JobStorage"]
 
 
 class UnsupportedFileSystemError(ValueError):
@@ -50,3 +52,16 @@ def cached_filesystem(uri: str, http_address: str | None = None) -> FileSystem:
     if key not in _cache:
         _cache[key] = filesystem_for(uri, http_address)
     return _cache[key]
+
+
+@dataclass(frozen=True)
+class JobStorage:
+    """A job directory as the key groups open it on the executors: a URI (and the
+    WebHDFS address for ``hdfs://``) that travels with Spark's function, not a file
+    system object."""
+
+    root: str
+    webhdfs_address: str | None = None
+
+    def directory(self) -> JobDirectory:
+        return JobDirectory(cached_filesystem(self.root, self.webhdfs_address), self.root)

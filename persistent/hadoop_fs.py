@@ -110,6 +110,12 @@ class HadoopFileSystem(FileSystem):
         elif not self._fs.pathToFile(temp).renameTo(self._fs.pathToFile(target)):
             raise NotWritableError("write", path, "the file system refused to rename its temporary file")
 
+    def replace(self, source: str, target: str) -> None:
+        with _refusals("write", target):
+            destination = self._path(target)
+            self._mkdirs(destination.getParent(), "write", target)
+            self._replace(self._path(source), destination, target)
+
     def exists(self, path: str) -> bool:
         with _refusals("look up", path):
             return bool(self._fs.exists(self._path(path)))

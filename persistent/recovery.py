@@ -142,12 +142,24 @@ class JobDirectory:
                 f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
             ) from exc
 
-    def _start(self, path: RecoveryPath, key_groups: int, generation: int = 0, floor_ms: int = 0,
-               restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
-        """Records the generation that starts, and returns its plan."""
+    def record_key_groups(self, key_groups: int) -> None:
+        """Records that the directory's checkpoints are split into ``key_groups`` groups
+        now (after a rescale, with Spark's checkpoint gone): the next start takes path B
+        with them."""
+        current = self.read_generation()
+        self._write_generation(current["generation"] if current else 0, current["floor_ms"] if current else 0,
+                               key_groups)
+
+    def _write_generation(self, generation: int, floor_ms: int, key_groups: int,
+                          restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> None:
         record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups,
                   "restored": sorted(restored), "heartbeats": heartbeats}
         self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
+
+    def _start(self, path: RecoveryPath, key_groups: int, generation: int = 0, floor_ms: int = 0,
+               restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
+        """Records the generation that starts, and returns its plan."""
+        self._write_generation(generation, floor_ms, key_groups, restored, heartbeats)
         return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups)
 
     def plan(self, key_groups: int | None, default_key_groups: int | None = None) -> Recovery:
@@ -164,8 +176,9 @@ class JobDirectory:
         if key_groups is not None and recorded not in (None, key_groups):
             raise ValueError(
                 f"{self.root} was written with key_groups={recorded}, this job has "
-                f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups), or "
-                f"start a new checkpoint directory"
+                f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups); to "
+                f"change the number, delete {self.spark} and start the job with key_groups={key_groups}: it "
+                f"restarts from the clock and re-splits every checkpoint into the new groups (persistent.rescale)"
             )
         key_groups = key_groups or recorded or default_key_groups
         if key_groups is None:

@@ -52,11 +52,12 @@ import pandas as pd
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
 from persistent.delivery import Delivery, plan, write_effects
 from persistent.faults import crash_point
-from persistent.filesystems import cached_filesystem, filesystem_for
+from persistent.filesystems import JobStorage, filesystem_for
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.heartbeats import heartbeats
 from persistent.keygroup import KeyGroup
 from persistent.progress import ProgressBar, stderr
+from persistent.rescale import rescale_if_asked
 from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_index, task_name
 from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
@@ -196,13 +197,21 @@ class Job:
         """Plans recovery, builds the query and starts it."""
         _ship_by_value(type(self.task))
         directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
+        storage = JobStorage(self.checkpoint_dir, self.webhdfs_address)
+        if self.checkpoints:  # also finishes a rescale a crash interrupted
+            rescaled = rescale_if_asked(spark, directory, self.key_groups, storage, self.spec,
+                                        self.checkpoint_interval_ms,
+                                        lambda: self._messages(spark, 0).schema["key"].dataType.simpleString())
+            if rescaled:
+                stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
+                            f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
         cores = spark.sparkContext.defaultParallelism
         recovery = plan(self.delivery, directory, self.key_groups, KEY_GROUPS_PER_CORE * cores)
         stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
             self.sink.check_fresh_start(spark)
-        results = self._stateful(self._messages(spark, recovery), recovery)
+        results = self._stateful(self._messages(spark, recovery.floor_ms), recovery, storage)
         writer = results.writeStream.foreachBatch(_Committer(self, directory, recovery))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
@@ -231,12 +240,13 @@ class Job:
             running.show_progress(ProgressBar(backlog))
         return running
 
-    def _messages(self, spark, recovery: Recovery):
-        """Source, then ``prepare``: columns ``key``, ``timestamp``, ``value`` and
-        ``bad_record``. Rows the source marked bad go around ``prepare``."""
+    def _messages(self, spark, start_ms: int):
+        """Source from event time ``start_ms``, then ``prepare``: columns ``key``,
+        ``timestamp``, ``value`` and ``bad_record``. Rows the source marked bad go around
+        ``prepare``."""
         from pyspark.sql import functions as F
 
-        raw = self.source.stream(spark, recovery.floor_ms)
+        raw = self.source.stream(spark, start_ms)
         marks = BAD_RECORD_COLUMN in raw.columns
         if self.prepare is None:
             return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, F.lit(None).cast("string"))
@@ -278,7 +288,7 @@ class Job:
             )))
         return millis, check
 
-    def _stateful(self, messages, recovery: Recovery):
+    def _stateful(self, messages, recovery: Recovery, storage: JobStorage):
         from pyspark.sql import functions as F
         from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -314,8 +324,7 @@ class Job:
         )
         function = _group_function(
             self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.checkpoints,
-            self.bad_records, self.delivery.carries_state(self.windowed),
-            _Storage(self.checkpoint_dir, self.webhdfs_address),
+            self.bad_records, self.delivery.carries_state(self.windowed), storage,
         )
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
@@ -343,18 +352,6 @@ def _ship_by_value(task_class: type) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
-@dataclass(frozen=True)
-class _Storage:
-    """Where the key groups keep their checkpoints: travels to the executors with the
-    stateful function, and opens the job directory there without a JVM."""
-
-    root: str
-    webhdfs_address: str | None
-
-    def directory(self) -> JobDirectory:
-        return JobDirectory(cached_filesystem(self.root, self.webhdfs_address), self.root)
-
-
 def _group_function(
     task: PersistentTask,
     interval_ms: int,
@@ -363,7 +360,7 @@ def _group_function(
     checkpoints: bool,
     mode: BadRecords,
     carries: bool,
-    storage: _Storage,
+    storage: JobStorage,
 ):
     floor_ms, restored = recovery.floor_ms, recovery.restored
 

@@ -90,6 +90,11 @@ class WebHdfsFileSystem(FileSystem):
                 self.client.delete(temp)
                 raise
 
+    def replace(self, source: str, target: str) -> None:
+        with self._errors("write", target):
+            self.client.makedirs(posixpath.dirname(self._path(target)))
+            self.client._rename(self._path(source), destination=self._path(target), renameoptions="OVERWRITE")
+
     def exists(self, path: str) -> bool:
         try:
             with self._errors("look up", path):

@@ -207,6 +207,24 @@ class ClockStore:
             current = None  # a corrupt clock is what rewinds repair
         return self._write(clock_ms, dict.fromkeys(target.task_clocks, clock_ms), current)
 
+    def restart(self, clock_ms: int, task_clocks: Mapping[str, int]) -> ClockRecord:
+        """Starts the clock over at ``clock_ms`` with ``task_clocks`` (at most ``clock_ms``
+        each), dropping the history: for a new set of tasks (a rescale), which no earlier
+        clock names. The new record is written before the history goes, so a crash in
+        between leaves a readable clock."""
+        clock_ms = check_time_ms(clock_ms, "clock_ms")
+        task_clocks = _check_task_clocks(task_clocks)
+        if task_clocks and clock_ms != min(task_clocks.values()):
+            raise ClockError(f"clock_ms {clock_ms} must equal the lowest task clock of {task_clocks}")
+        try:
+            current = self.read()
+        except ClockError:
+            current = None
+        record = self._write(clock_ms, task_clocks, current)
+        for sequence in self._history_sequences()[:-1]:
+            self.fs.delete(self._history_path(sequence))
+        return record
+
     def _write(
         self, clock_ms: int, task_clocks: Mapping[str, int], current: ClockRecord | None
     ) -> ClockRecord:

@@ -64,6 +64,12 @@ class FileSystem(ABC):
         """
 
     @abstractmethod
+    def replace(self, source: str, target: str) -> None:
+        """Renames file ``source`` to ``target`` atomically, replacing what is there;
+        creates ``target``'s parent directories. Raises an ``OSError`` naming ``target``
+        when the storage refuses."""
+
+    @abstractmethod
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists (file or directory)."""
 
@@ -124,6 +130,15 @@ def _refusals(action: str, path: str) -> Iterator[None]:
         raise storage_error(action, path, exc.strerror or str(exc)) from exc
 
 
+def _sync_directory(directory: str) -> None:
+    """Makes the directory's entries (a rename into it) durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 class LocalFileSystem(FileSystem):
     """The local file system, for plain paths and ``file://`` URIs."""
 
@@ -147,11 +162,14 @@ class LocalFileSystem(FileSystem):
                 if os.path.exists(temp):
                     os.unlink(temp)
                 raise
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            _sync_directory(directory)
+
+    def replace(self, source: str, target: str) -> None:
+        directory = os.path.dirname(local_path(target)) or "."
+        with _refusals("write", target):
+            os.makedirs(directory, exist_ok=True)
+            os.replace(local_path(source), local_path(target))
+            _sync_directory(directory)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))

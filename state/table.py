@@ -275,6 +275,27 @@ class KeyedTable:
     def _keep(self, rows: np.ndarray) -> None:
         self.keys, self.buckets, self.values = self.keys[rows], self.buckets[rows], self.values[rows]
 
+    def only(self, keys: np.ndarray) -> KeyedTable:
+        """A copy holding only the rows of ``keys`` (for moving keys to other tables); its
+        late count starts at 0, since the messages refused were this table's."""
+        table = self.copy()
+        table._keep(np.isin(self.keys, keys))
+        table.late_count = 0
+        return table
+
+    def absorb(self, other: KeyedTable) -> None:
+        """Adds ``other``'s rows, whose keys this table does not hold, checkpointed at the
+        same time (for moving keys from other tables)."""
+        if (other.checkpoint_ms, other.emitted_ms) != (self.checkpoint_ms, self.emitted_ms):
+            raise StateValueError(
+                f"cannot absorb a table checkpointed at {other.checkpoint_ms} ms (windows emitted to "
+                f"{other.emitted_ms} ms) into one at {self.checkpoint_ms} ms ({self.emitted_ms} ms)"
+            )
+        self.keys = np.concatenate([self.keys, other.keys])
+        self.buckets = np.concatenate([self.buckets, other.buckets])
+        self.values = np.concatenate([self.values, other.values])
+        self.late_count += other.late_count
+
     def recover(self, timestamp_ms: int, data: bytes) -> None:
         """Replaces the state with the checkpoint ``data`` taken at ``timestamp_ms``."""
         timestamp_ms = check_time_ms(timestamp_ms)

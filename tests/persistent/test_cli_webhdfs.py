@@ -23,6 +23,7 @@ import pytest
 
 from persistent import cli
 from persistent.recovery import JobDirectory, RecoveryPath
+from persistent.filesystems import JobStorage
 from persistent.webhdfs import WebHdfsFileSystem
 from state.fs import TEMP_PREFIX, LocalFileSystem
 
@@ -263,3 +264,22 @@ def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, job_on_hdfs):
     plan = directory.plan(3)
     assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, set(at_100))
     assert {g: directory.restore(g, 100) for g in plan.restored} == at_100
+
+
+# -- hdfs:// on the executors ---------------------------------------------------------
+
+
+def test_an_hdfs_uri_is_reached_over_webhdfs_as_the_key_groups_reach_it(hdfs):
+    url, root, log = hdfs
+    uri = "hdfs://namenode.example.org:8020/jobs/count"
+    assert WebHdfsFileSystem(uri).url == "http://namenode.example.org:9870"  # the NameNode's HTTP port
+    # What a key group does on its executor: the runtime's storage opens the directory
+    # with the job's webhdfs_address, writes its checkpoint, and restores it.
+    directory = JobStorage(uri, url.replace("webhdfs://", "http://")).directory()
+    size = directory.store(3).persist(1000, b"state of key group 3")
+    assert directory.restore(3, 1000) == b"state of key group 3"
+    stored = root / "jobs" / "count" / "checkpoints" / "group-00003" / "0000000000000000001000.ckpt"
+    assert stored.stat().st_size == size
+    assert {op for role, _, op, _, _ in log if role == "namenode"} >= {"CREATE", "RENAME", "OPEN"}
+    with pytest.raises(ValueError, match="is not on hdfs://namenode.example.org:8020"):
+        directory.fs.read_bytes("hdfs://elsewhere:8020/x")

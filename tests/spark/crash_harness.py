@@ -63,11 +63,14 @@ def kill_session(session: int) -> None:
 
 
 class Crasher:
-    """Runs ``examples/EXAMPLE.py ARGS`` again and again in ``workdir``."""
+    """Runs ``examples/EXAMPLE.py ARGS`` (or the script at the path ``example``) again and
+    again in ``workdir``; ``submit`` holds more spark-submit options."""
 
-    def __init__(self, example: str, args: list[str], workdir: Path, master: str = "local[2]", seed: int | None = None):
-        self.command = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", master,
-                        str(EXAMPLES / f"{example}.py"), *args]
+    def __init__(self, example: str | Path, args: list[str], workdir: Path, master: str = "local[2]",
+                 seed: int | None = None, submit: tuple[str, ...] = ()):
+        script = example if isinstance(example, Path) else EXAMPLES / f"{example}.py"
+        self.command = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", master, *submit,
+                        str(script), *args]
         self.workdir = workdir
         self.seed = int(os.environ.get("PERSISTENT_CRASH_SEED", seed if seed is not None else random.randrange(2**32)))
         self.random = random.Random(self.seed)

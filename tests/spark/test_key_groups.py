@@ -1,22 +1,27 @@
-"""Key groups sized to the cluster on a fresh start, kept for the directory's life."""
+"""Key groups sized to the cluster on a fresh start, kept for the directory's life,
+and changed by a restart from the clock (a rescale)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 
 import pytest
 
 from persistent.recovery import RecoveryPath
 from persistent.runtime import KEY_GROUPS_PER_CORE
+from state.clock_store import ClockStore
+from state.fs import LocalFileSystem
 
 pytestmark = pytest.mark.spark
 
 
-def count_job(tmp_path, total: int, *more: str):
+def count_job(workdir, total: int, *more: str):
     import count
 
     args = count.parser().parse_args(
-        ["--checkpoint", str(tmp_path / "ck"), "--output", f"sqlite://{tmp_path / 'out.db'}", "--available-now",
+        ["--checkpoint", str(workdir / "ck"), "--output", f"sqlite://{workdir / 'out.db'}", "--available-now",
          "--total", str(total), "--keys", "50", "--rows-per-batch", "500", "--interval-ms", "100", *more]
     )
     job = count.build_job(args)
@@ -38,3 +43,46 @@ def test_a_fresh_start_sizes_key_groups_to_the_cluster_and_restarts_keep_them(sp
     assert (again.recovery.path, again.recovery.key_groups) == (RecoveryPath.SAME_CHECKPOINT, first.recovery.key_groups)
     with pytest.raises(ValueError, match=f"written with key_groups={first.recovery.key_groups}, this job has key_groups=3"):
         count_job(tmp_path, 2_000, "--key-groups", "3").run(spark)
+
+
+def window_job(workdir, total: int, *more: str):
+    import window_average
+
+    args = window_average.parser().parse_args(
+        ["--checkpoint", str(workdir / "ck"), "--output", f"sqlite://{workdir / 'out.db'}", "--available-now",
+         "--total", str(total), "--rows-per-batch", "2500", "--keys", "5", *more]
+    )
+    job = window_average.build_job(args)
+    job.on_progress = None
+    return job
+
+
+def layout(workdir) -> tuple[int, int]:
+    """(key groups with a checkpoint directory, tasks of the clock)."""
+    clock = ClockStore(LocalFileSystem(), str(workdir / "ck" / "clock")).read()
+    return len(os.listdir(workdir / "ck" / "checkpoints")), len(clock.task_clocks)
+
+
+def test_rescaling_16_to_5_to_32_key_groups_across_two_path_b_restarts_keeps_counts_and_windows_exact(spark, tmp_path):
+    counts, windows, clean = tmp_path / "counts", tmp_path / "windows", tmp_path / "clean"
+    count_job(counts, 2_000, "--key-groups", "16").run(spark)
+    window_job(windows, 6_000, "--key-groups", "16").run(spark)
+    for total, groups in [(4_000, 5), (6_000, 32)]:
+        for workdir in (counts, windows):
+            shutil.rmtree(workdir / "ck" / "spark")
+        restarted = count_job(counts, total, "--key-groups", str(groups)).run(spark)
+        assert (restarted.recovery.path, restarted.recovery.key_groups) == (RecoveryPath.FROM_CLOCK, groups)
+        assert layout(counts) == (groups, groups)
+        window_job(windows, 3 * total, "--key-groups", str(groups)).run(spark)
+        assert layout(windows) == (groups, groups)
+
+    with sqlite3.connect(counts / "out.db") as db:
+        counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
+    assert counted == {f"k{k}": len(range(k, 6_000, 50)) for k in range(50)}
+    window_job(clean, 18_000).run(spark)
+    assert window_rows(windows) == window_rows(clean) and len(window_rows(clean)) > 50
+
+
+def window_rows(workdir) -> list[tuple]:
+    with sqlite3.connect(workdir / "out.db") as db:
+        return sorted(db.execute("SELECT key, window_start, window_end, average FROM window_average").fetchall())

@@ -152,11 +152,12 @@ def test_a_checkpoint_of_an_attempt_killed_with_its_executor_is_rewritten_by_the
 def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
     from pyspark.sql.types import BinaryType, IntegerType, LongType
 
+    from persistent.filesystems import JobStorage
     from persistent.runtime import REPORT_COLUMNS, group_reports
 
     job = count_job(tmp_path, "schema", 10)
     recovery = job.run(spark).recovery
-    frame = job._stateful(job._messages(spark, recovery), recovery)
+    frame = job._stateful(job._messages(spark, recovery.floor_ms), recovery, JobStorage(job.checkpoint_dir, None))
     reported = group_reports(frame).schema
     assert tuple(reported.names) == REPORT_COLUMNS
     assert all(isinstance(f.dataType, (IntegerType, LongType)) for f in reported)

@@ -29,6 +29,9 @@ class MemoryFileSystem(FileSystem):
     def write_atomic(self, path: str, data: bytes) -> None:
         self.files[path] = bytes(data)
 
+    def replace(self, source: str, target: str) -> None:
+        self.files[target] = self.files.pop(source)
+
     def exists(self, path: str) -> bool:
         return path in self.files or any(p.startswith(path + "/") for p in self.files)
 

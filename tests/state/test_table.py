@@ -710,3 +710,36 @@ def test_first_and_last_break_ties_in_time_order_across_buckets(name):
     assert table.get("k").item == expected
     table.checkpoint(100)
     assert table.get("k").item == expected
+
+
+# -- moving keys between tables (rescaling key groups) -------------------------------
+
+
+def window_table(messages):
+    table = KeyedTable(Sum(), 100, Window(300, 100))
+    table.update(np.array([k for k, _, _ in messages], dtype=object), np.array([t for _, t, _ in messages]),
+                 np.array([v for _, _, v in messages]))
+    return table
+
+
+def test_keys_moved_into_another_table_keep_their_windows_exactly():
+    messages = [(f"k{i % 5}", i * 7 % 600, i) for i in range(200)]
+    whole = window_table(messages)
+    whole.checkpoint(400)
+    mine, theirs = np.array(["k0", "k3"], dtype=object), np.array(["k1", "k2", "k4"], dtype=object)
+    moved = whole.only(mine)
+    moved.absorb(whole.only(theirs))
+    assert len(moved) == len(whole) and moved.late_count == 0
+    restored = KeyedTable(Sum(), 100, Window(300, 100))
+    restored.recover(400, moved.encode())
+    closed, expected = restored.close_windows(700), whole.copy().close_windows(700)
+    got = sorted(zip(closed.keys, closed.starts_ms.tolist(), closed.values.tolist()))
+    assert got == sorted(zip(expected.keys, expected.starts_ms.tolist(), expected.values.tolist())) and got
+
+
+def test_a_table_of_another_checkpoint_is_not_absorbed():
+    early, late = window_table([("a", 10, 1)]), window_table([("b", 10, 1)])
+    early.checkpoint(100)
+    late.checkpoint(200)
+    with pytest.raises(StateValueError, match="checkpointed at 200 ms .* into one at 100 ms"):
+        early.absorb(late)
