@@ -3,6 +3,7 @@ and the bytes a checkpoint directory holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import threading
@@ -10,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 
-__all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize"]
+__all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize", "pool"]
 
 _MB = 1024 * 1024
 
@@ -80,10 +81,29 @@ def summarize(result: RunResult, batches: list[Batch]) -> RunResult:
     result.batches = batches
     result.rows = sum(b.rows for b in batches)
     result.load_average = round(os.getloadavg()[0], 2)
+    return _rates(result, _measured(batches))
+
+
+def pool(results: list[RunResult]) -> RunResult:
+    """One result of repeated runs of one implementation over one data set: the rates
+    over the measured batches of all of them (each run's own rate in ``note``)."""
+    pooled = dataclasses.replace(results[-1], batches=[b for r in results for b in r.batches])
+    pooled.rows = sum(r.rows for r in results)
+    each = ", ".join(f"{r.rows_per_s:,.0f}" for r in results)
+    pooled.note = f"{len(results)} runs pooled ({each} rows/s)"
+    return _rates(pooled, [b for r in results for b in _measured(r.batches)])
+
+
+def _measured(batches: list[Batch]) -> list[Batch]:
     first = next((i for i, b in enumerate(batches) if b.rows), None)
     if first is None:
+        return []
+    return batches[first + 1:] if any(b.rows for b in batches[first + 1:]) else batches[first:]
+
+
+def _rates(result: RunResult, measured: list[Batch]) -> RunResult:
+    if not measured:
         return result
-    measured = batches[first + 1:] if any(b.rows for b in batches[first + 1:]) else batches[first:]
     rows, ms = sum(b.rows for b in measured), sum(b.ms for b in measured)
     result.rows_per_s = rows / ms * 1000 if ms else 0.0
     with_rows = [b for b in measured if b.rows]

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import peer, report  # noqa: E402
 from bench.data import BATCH_SPAN_MS, ZIPF_EXPONENT, Dataset, generate  # noqa: E402
-from bench.measure import RunResult  # noqa: E402
+from bench.measure import RunResult, pool  # noqa: E402
 
 #: Implementations, in the order they run over each data set.
 NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "window", "native-window",
@@ -49,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-rows", type=int, default=200_000, help="events per micro-batch (one file)")
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
+    p.add_argument("--repeats", type=int, default=2,
+                   help="runs of vectorized and no-checkpoints, taking turns, whose batches are pooled: "
+                        "their ratio is the cost of checkpoints, smaller than the machine's noise (default %(default)s)")
     p.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
     p.add_argument("--out", default="bench/results", help="directory for results.json and the plots")
     p.add_argument("--work", help="directory for input and checkpoints (default: a temporary one, removed)")
@@ -198,11 +201,12 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
             "native": runs.native,
             "per-key": lambda d: runs.per_key(d, args.per_key_batches),
             "per-message": runs.per_message,
-            "no-checkpoints": lambda d: runs.vectorized(d, "no-checkpoints", checkpoints=False)[0],
             "window": runs.window,
             "native-window": runs.native_window,
         }
         try:
+            if spark_names - {"native", "native-window"}:
+                runs.warm_up(datasets[0])
             for dataset in datasets:
                 for name in NAMES:
                     if name not in spark_names or (dataset.distribution != "uniform" and name not in SKEWED):
@@ -210,8 +214,20 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                     if name in single:
                         record(single[name](dataset))
                     elif name == "vectorized":
-                        result, job = runs.vectorized(dataset)
-                        record(result)
+                        # With checkpoints and without, taking turns, so that neither
+                        # gets the machine's quieter moments more often.
+                        on, off = [], []
+                        for _ in range(args.repeats):
+                            if "no-checkpoints" in spark_names and dataset.distribution == "uniform":
+                                off.append(runs.vectorized(dataset, "no-checkpoints", checkpoints=False)[0])
+                            result, job = runs.vectorized(dataset)
+                            on.append(result)
+                        record(pool(on))
+                        if off:
+                            record(pool(off))
+                    elif name == "no-checkpoints" and "vectorized" not in spark_names:
+                        record(pool([runs.vectorized(dataset, name, checkpoints=False)[0]
+                                     for _ in range(args.repeats)]))
                     elif name == "recovery" and dataset.keys in RECOVERY_KEYS and dataset.distribution == "uniform":
                         if "vectorized" not in spark_names:
                             job = runs.vectorized(dataset)[1]

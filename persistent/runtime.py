@@ -52,7 +52,7 @@ import pandas as pd
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
 from persistent.delivery import Delivery, plan, write_effects
 from persistent.faults import crash_point
-from persistent.filesystems import JobStorage, filesystem_for
+from persistent.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.heartbeats import heartbeats
 from persistent.keygroup import KeyGroup
@@ -64,6 +64,7 @@ from persistent.sources import Source
 from persistent.task import PersistentTask
 from state.checkpoint_manager import boundary_after
 from state.errors import ClockError, StorageError
+from state.fs import FileSystem
 from state.persistent_state import WindowState
 
 __all__ = ["Job", "RunningJob", "BatchProgress", "REPORT_COLUMNS", "group_reports"]
@@ -196,7 +197,7 @@ class Job:
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it."""
         _ship_by_value(type(self.task))
-        directory = JobDirectory(HadoopFileSystem(spark, self.checkpoint_dir), self.checkpoint_dir)
+        directory = JobDirectory(self._filesystem(spark), self.checkpoint_dir)
         storage = JobStorage(self.checkpoint_dir, self.webhdfs_address)
         if self.checkpoints:  # also finishes a rescale a crash interrupted
             rescaled = rescale_if_asked(spark, directory, self.key_groups, storage, self.spec,
@@ -227,6 +228,15 @@ class Job:
         finally:
             spark.conf.set(setting, previous)
         return RunningJob(query, recovery, directory)
+
+    def _filesystem(self, spark) -> FileSystem:
+        """The driver's file system for the job directory: the one the executors use
+        (``persistent.filesystems``: no JVM round trip per file), or Hadoop's FileSystem
+        API for a scheme only Hadoop serves (possible without checkpoints)."""
+        try:
+            return filesystem_for(self.checkpoint_dir, self.webhdfs_address)
+        except UnsupportedFileSystemError:
+            return HadoopFileSystem(spark, self.checkpoint_dir)
 
     def run(self, spark, available_now: bool = True) -> RunningJob:
         """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
