@@ -5,8 +5,10 @@
     DIR/spark/                 Spark's checkpoint location (offsets, commits, state store)
     DIR/checkpoints/<task>/    each key group's checkpoints, one file per checkpoint time
     DIR/clock/                 the global minimum checkpoint clock and per-task clocks
-    DIR/generation             which Spark checkpoint generation runs, and its restore point
+    DIR/generation             which Spark checkpoint generation runs, its restore point, the
+                               restored key groups and the number of key groups
     DIR/progress/              one JSON record per committed micro-batch (the newest 100)
+    DIR/rescale/               only while key groups are re-split (``persistent.rescale``)
 
 A job starts in one of three ways:
 

@@ -6,7 +6,8 @@ per run. Debian's ``postgresql`` and ``redis-server`` packages provide them (``.
 installs them when missing); where a server cannot be found or started, its tests are
 skipped with the reason.
 
-The file systems are a small tmpfs to fill up and read-only views of directories
+``hdfs`` serves a temporary directory over WebHDFS (``webhdfs_double``). The file
+systems are a small tmpfs to fill up and read-only views of directories
 (``mounts``). Mounting needs root (``CAP_SYS_ADMIN``). Without it a test that asks
 for a tmpfs is skipped with the reason; a read-only directory then falls back to
 permission bits, which bind a user other than root.
@@ -120,6 +121,17 @@ def redis_server():
         process.terminate()
         process.wait(timeout=10)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def hdfs(tmp_path):
+    """``(webhdfs://127.0.0.1:PORT, local root, request log)`` of a WebHDFS test double."""
+    from webhdfs_double import serve
+
+    root = tmp_path / "hdfs"
+    root.mkdir()
+    with serve(root) as (url, log):
+        yield url, root, log
 
 
 @pytest.fixture
