@@ -5,7 +5,9 @@ read their checkpoints on the executors, and what the command line reads.
 - ``webhdfs://NAMENODE[:HTTP_PORT]/PATH`` and ``hdfs://NAMENODE[:RPC_PORT]/PATH``:
   ``persistent.webhdfs.WebHdfsFileSystem``, HDFS over HTTP. For ``hdfs://`` the
   NameNode's HTTP address is ``http_address`` when given (a job's
-  ``webhdfs_address``), else the NameNode's host on port 9870.
+  ``webhdfs_address``), else the NameNode's host on port 9870;
+- ``s3://`` (``s3a://``) and ``gs://`` (``gcs://``) object stores:
+  ``persistent.arrow_fs.ArrowFileSystem``, through ``pyarrow.fs``.
 
 A job's checkpoint directory must be on one of these, since every executor writes
 there; ``filesystem_for`` refuses anything else with one sentence saying what works.
@@ -16,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from persistent.arrow_fs import SCHEMES as ARROW_SCHEMES
+from persistent.arrow_fs import ArrowFileSystem
 from persistent.recovery import JobDirectory
 from persistent.webhdfs import SCHEMES as WEBHDFS_SCHEMES
 from persistent.webhdfs import WebHdfsFileSystem
@@ -35,9 +39,12 @@ def filesystem_for(uri: str, http_address: str | None = None) -> FileSystem:
         return LocalFileSystem()
     if scheme in WEBHDFS_SCHEMES:
         return WebHdfsFileSystem(uri, http_address=http_address)
+    if scheme in ARROW_SCHEMES:
+        return ArrowFileSystem(uri)
     raise UnsupportedFileSystemError(
         f"{uri} cannot be reached without a JVM: give a local path or file:// URI (on a cluster, a "
-        f"directory every node shares), an hdfs:// URI (reached over WebHDFS) or webhdfs://NAMENODE:9870/PATH"
+        f"directory every node shares), an hdfs:// URI (reached over WebHDFS), webhdfs://NAMENODE:9870/PATH, or an "
+        f"s3://, s3a://, gs:// or gcs:// URI"
     )
 
 

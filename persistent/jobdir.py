@@ -90,14 +90,16 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_int_per_task(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and _is_int(n) for k, n in value.items())
+
+
 #: How the fields that are not plain ints are checked, and what they must be.
 _FIELD_CHECKS = {
     "seconds": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
     "clock_ms": (lambda v: v is None or _is_int(v), "an int or null"),
-    "state_bytes": (
-        lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_int(n) for k, n in v.items()),
-        "an object mapping task names to ints",
-    ),
+    "state_bytes": (_is_int_per_task, "an object mapping task names to ints"),
+    "checkpoint_crcs": (_is_int_per_task, "an object mapping task names to ints"),
 }
 
 

@@ -149,8 +149,9 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
         else:
             table = KeyedTable(spec.monoid, interval_ms, window)
             table.checkpoint_ms = table.emitted_ms = clock_ms
-        size = CheckpointStore(directory.fs, _staging(directory), task_name(new_group)).persist(clock_ms, table.encode())
-        return pd.DataFrame({"h": [new_group], "keys": [len(pd.unique(table.keys))], "bytes": [size]})
+        staged = CheckpointStore(directory.fs, _staging(directory), task_name(new_group))
+        written = staged.persist(clock_ms, table.encode())
+        return pd.DataFrame({"h": [new_group], "keys": [len(pd.unique(table.keys))], "bytes": [written.size]})
 
     groups = spark.createDataFrame([(g,) for g in old], "g int").repartition(len(old))
     keyed = groups.mapInPandas(keys_of, f"key {key_type}, g int").withColumn(

@@ -14,7 +14,7 @@ Per micro-batch, inside Spark:
    watermark passed its next checkpoint boundary: idle groups checkpoint too) applies
    its messages, emits results, and, when the watermark has passed a boundary ``T``,
    writes its checkpoint at ``T`` itself, on the executor, to the job directory
-   (``persistent.filesystems``: atomic, durable), and reports ``(group, T, size)``;
+   (``persistent.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``;
    its whole state goes to Spark's state store;
 2. on the driver (``foreachBatch``): the results go to the sink (idempotent per
    batch); then, once every key group known to the clock has reported its checkpoint
@@ -63,6 +63,7 @@ from persistent.sinks import BatchId, Sink
 from persistent.sources import Source
 from persistent.task import PersistentTask
 from state.checkpoint_manager import boundary_after
+from state.checkpoint_store import Written
 from state.errors import ClockError, StorageError
 from state.fs import FileSystem
 from state.persistent_state import WindowState
@@ -102,6 +103,8 @@ class BatchProgress:
     dead_letters: int = 0
     #: Bytes of the checkpoint files the key groups wrote in this batch.
     checkpoint_bytes: int = 0
+    #: The CRC32 of each checkpoint written in this batch (its record's), by task.
+    checkpoint_crcs: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
@@ -137,7 +140,7 @@ class Job:
     ``checkpoint_dir`` must be reachable from every executor's Python worker
     (``persistent.filesystems``): a shared local path or ``file://``, ``hdfs://``
     (over WebHDFS, at ``webhdfs_address``, by default the NameNode's host on port
-    9870) or ``webhdfs://``.
+    9870), ``webhdfs://``, or an object store: ``s3a://`` (``s3://``), ``gs://``.
     """
 
     task: PersistentTask
@@ -307,8 +310,8 @@ class Job:
         value_type = _NUMPY_TO_SPARK.get(value_dtype.kind, "string")
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "checkpoint_bytes bigint, applied bigint, late bigint, replayed bigint, watermark_ms bigint, "
-            f"state_bytes bigint, {BAD_RECORD_COLUMN} string, bad_records bigint, max_time_ms bigint"
+            "checkpoint_bytes bigint, checkpoint_crc bigint, applied bigint, late bigint, replayed bigint, "
+            f"watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, bad_records bigint, max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
@@ -397,7 +400,7 @@ def _group_function(
             applied, replayed, late, bad = applied + a, replayed + r, late + lt, bad + b
         watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
-        written = 0
+        written = Written(0, 0)
         if checkpoint:
             written = _persist(storage.directory(), grp, *checkpoint)
             crash_point("checkpoints")
@@ -412,7 +415,8 @@ def _group_function(
         yield _output(grp, [
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
                                       "window_end": results["window_end"], "value": values}),
-            ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1], "checkpoint_bytes": [written],
+            ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1], "checkpoint_bytes": [written.size],
+                          "checkpoint_crc": [written.crc],
                           "applied": [applied], "late": [late], "replayed": [replayed],
                           "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
                           "bad_records": [len(bad)], "max_time_ms": [max_time_ms]}),
@@ -422,8 +426,8 @@ def _group_function(
     return run_group
 
 
-def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> int:
-    """Writes key group ``grp``'s checkpoint at ``time_ms``; returns its size in bytes.
+def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Written:
+    """Writes key group ``grp``'s checkpoint at ``time_ms``; returns its file's size and CRC32.
 
     A retried or speculative attempt of the task writes the same state to the same
     path, atomically: whichever rename comes last leaves one intact file.
@@ -462,8 +466,9 @@ def _newest_ms(frame: pd.DataFrame) -> int:
 #: Columns of the stateful function's rows after ``kind`` and ``grp``, and their value
 #: in rows of a kind that does not use them.
 _OUTPUT_DEFAULTS = {
-    "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "applied": 0, "late": 0,
-    "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None, "bad_records": 0, "max_time_ms": -1,
+    "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "checkpoint_crc": 0,
+    "applied": 0, "late": 0, "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None,
+    "bad_records": 0, "max_time_ms": -1,
 }
 
 
@@ -477,7 +482,7 @@ def _output(grp: int, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
 
 
 #: What the driver collects of each key group per micro-batch: numbers, never state.
-REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "applied", "late", "replayed", "watermark_ms",
+REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "checkpoint_crc", "applied", "late", "replayed", "watermark_ms",
                   "state_bytes", "bad_records", "max_time_ms")
 
 
@@ -544,6 +549,7 @@ class _Committer:
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
             checkpoint_bytes=sum(r.checkpoint_bytes for r in reports),
+            checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.time_ms >= 0},
         )
         self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:

@@ -22,12 +22,14 @@ import numbers
 import re
 import struct
 import zlib
+from typing import NamedTuple
 
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.fs import FileSystem
 
 __all__ = [
     "CheckpointStore",
+    "Written",
     "encode_record",
     "decode_record",
     "check_time_ms",
@@ -103,6 +105,13 @@ def decode_record(raw: bytes, where: str, remedy: str = _RESTORE_OLDER) -> tuple
     return timestamp_ms, payload
 
 
+class Written(NamedTuple):
+    """What ``CheckpointStore.persist`` wrote: the file's size in bytes and its record's CRC32."""
+
+    size: int
+    crc: int
+
+
 class CheckpointStore:
     """The checkpoints of task ``task`` under ``<root>/<task>/``, keyed by time in ms.
 
@@ -127,13 +136,14 @@ class CheckpointStore:
 
     def persist(self, timestamp_ms: int, data: bytes) -> int:
         """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there;
-        returns the size of its file in bytes.
+        returns its file's size and CRC32.
 
         Replays after a restart persist the same times again; they overwrite.
         """
         record = encode_record(timestamp_ms, data)
         self.fs.write_atomic(self.path(timestamp_ms), record)
-        return len(record)
+        (crc,) = struct.unpack_from(">I", record, _CRC_OFFSET)
+        return Written(len(record), crc)
 
     def require(self, timestamp_ms: int) -> None:
         """Raises ``MissingCheckpointError`` unless a checkpoint file at ``timestamp_ms``

@@ -6,7 +6,8 @@ per run. Debian's ``postgresql`` and ``redis-server`` packages provide them (``.
 installs them when missing); where a server cannot be found or started, its tests are
 skipped with the reason.
 
-``hdfs`` serves a temporary directory over WebHDFS (``webhdfs_double``). The file
+``hdfs`` serves a temporary directory over WebHDFS (``webhdfs_double``), ``s3`` a new
+bucket of an S3 server on loopback (moto's, installed with the test extras). The file
 systems are a small tmpfs to fill up and read-only views of directories
 (``mounts``). Mounting needs root (``CAP_SYS_ADMIN``). Without it a test that asks
 for a tmpfs is skipped with the reason; a read-only directory then falls back to
@@ -132,6 +133,40 @@ def hdfs(tmp_path):
     root.mkdir()
     with serve(root) as (url, log):
         yield url, root, log
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3 server on loopback (moto's), for the ``s3://`` file system; the ``AWS_*``
+    variables pyarrow reads point at it while the tests run."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    settings = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield settings["AWS_ENDPOINT_URL"]
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_server):
+    """``s3://BUCKET`` of a new, empty bucket on the S3 server."""
+    import boto3
+
+    bucket = f"test-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=bucket)
+    return f"s3://{bucket}"
 
 
 @pytest.fixture

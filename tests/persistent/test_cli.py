@@ -50,9 +50,9 @@ def test_a_directory_that_is_no_job_directory_is_refused(capsys, tmp_path):
 
 
 def test_a_uri_no_file_system_here_serves_is_refused_saying_what_works(capsys):
-    code, _, err = run_cli(capsys, "clock", "s3a://bucket/jobs/x")
-    assert code == 1 and "s3a://bucket/jobs/x cannot be reached without a JVM" in err
-    assert "hdfs:// URI (reached over WebHDFS) or webhdfs://NAMENODE:9870/PATH" in err
+    code, _, err = run_cli(capsys, "clock", "abfs://jobs@account.dfs.core.windows.net/x")
+    assert code == 1 and "abfs://jobs@account.dfs.core.windows.net/x cannot be reached without a JVM" in err
+    assert "webhdfs://NAMENODE:9870/PATH, or an s3://, s3a://, gs:// or gcs:// URI" in err
 
 
 @pytest.mark.parametrize("bad", ["soon", "-5", "1.5"])

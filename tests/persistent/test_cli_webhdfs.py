@@ -135,7 +135,7 @@ def test_an_hdfs_uri_is_reached_over_webhdfs_as_the_key_groups_reach_it(hdfs):
     # What a key group does on its executor: the runtime's storage opens the directory
     # with the job's webhdfs_address, writes its checkpoint, and restores it.
     directory = JobStorage(uri, url.replace("webhdfs://", "http://")).directory()
-    size = directory.store(3).persist(1000, b"state of key group 3")
+    size, _ = directory.store(3).persist(1000, b"state of key group 3")
     assert directory.restore(3, 1000) == b"state of key group 3"
     stored = root / "jobs" / "count" / "checkpoints" / "group-00003" / "0000000000000000001000.ckpt"
     assert stored.stat().st_size == size

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from persistent.recovery import PROGRESS_KEPT
-from state.checkpoint_store import CheckpointStore
+from state.checkpoint_store import CheckpointStore, decode_record
 from state.clock_store import ClockStore, verify_clock
 from state.fs import LocalFileSystem
 
@@ -38,6 +38,13 @@ def test_generated_message_counts_are_exact_and_the_clock_is_monotone(spark, tmp
             assert record.clock_ms == min(record.task_clocks.values()) == batch.clock_ms
             verify_clock(record, lambda task: CheckpointStore(fs, f"{checkpoint}/checkpoints", task))
             clocks.append(record.clock_ms)
+        # The key groups report each checkpoint they wrote by its size and CRC: those of the file.
+        assert len(batch.checkpoint_crcs) == batch.checkpoints
+        for task, crc in batch.checkpoint_crcs.items():
+            path = CheckpointStore(fs, f"{checkpoint}/checkpoints", task).path(record.task_clocks[task])
+            raw = fs.read_bytes(path)
+            end = len(raw) - len(decode_record(raw, path)[1])  # the CRC closes the header
+            assert int.from_bytes(raw[end - 4:end], "big") == crc
         progress.append(batch)
 
     job.on_progress = after_batch

@@ -1,0 +1,92 @@
+"""``ArrowFileSystem`` (``s3://``, ``gs://`` through ``pyarrow.fs``) and a job directory
+on an object store, against an S3 server on loopback (the ``s3`` fixture)."""
+
+from __future__ import annotations
+
+import pytest
+
+from persistent import cli
+from persistent.arrow_fs import ArrowFileSystem
+from persistent.filesystems import JobStorage, filesystem_for
+from persistent.recovery import RecoveryPath
+from state.errors import StorageError
+
+from jobwriter import Counting, JobWriter, run_cli, three_batches
+
+
+def test_objects_are_written_read_listed_and_deleted(s3):
+    fs = ArrowFileSystem(s3)
+    fs.write_atomic(f"{s3}/jobs/a/x/one", b"first")
+    fs.write_atomic(f"{s3}/jobs/a/two", b"\x00\xff" * 1000)
+    assert fs.read_bytes(f"{s3}/jobs/a/x/one") == b"first"
+    assert fs.read_bytes(f"{s3}/jobs/a/two") == b"\x00\xff" * 1000
+    assert fs.list_names(f"{s3}/jobs/a") == ["two", "x"]
+    assert fs.list_names(f"{s3}/jobs/nothing") == []
+    assert fs.exists(f"{s3}/jobs/a/x") and fs.exists(f"{s3}/jobs/a/two") and not fs.exists(f"{s3}/jobs/b")
+    fs.mkdirs(f"{s3}/jobs/empty/deeper")
+    assert fs.exists(f"{s3}/jobs/empty/deeper")
+    fs.replace(f"{s3}/jobs/a/two", f"{s3}/jobs/b/two")
+    assert fs.list_names(f"{s3}/jobs/a") == ["x"] and fs.read_bytes(f"{s3}/jobs/b/two") == b"\x00\xff" * 1000
+    fs.delete(f"{s3}/jobs/a/x")
+    fs.delete(f"{s3}/jobs/a/never")
+    assert not fs.exists(f"{s3}/jobs/a/x")
+    with pytest.raises(FileNotFoundError, match=f"{s3}/jobs/a/x/one does not exist"):
+        fs.read_bytes(f"{s3}/jobs/a/x/one")
+
+
+def test_a_write_replaces_the_object_whole(s3):
+    fs = ArrowFileSystem(s3)
+    fs.write_atomic(f"{s3}/clock/clock", b"old" * 1000)
+    fs.write_atomic(f"{s3}/clock/clock", b"new")
+    assert fs.read_bytes(f"{s3}/clock/clock") == b"new"
+    assert fs.list_names(f"{s3}/clock") == ["clock"]  # nothing temporary beside it
+
+
+def test_a_missing_bucket_is_a_storage_error_naming_the_uri(s3_server):
+    fs = ArrowFileSystem("s3://no-such-bucket")
+    with pytest.raises(StorageError, match="cannot write s3://no-such-bucket/job/x: .*bucket does not exist"):
+        fs.write_atomic("s3://no-such-bucket/job/x", b"data")
+
+
+def test_a_uri_of_another_bucket_or_scheme_is_refused(s3):
+    with pytest.raises(ValueError, match=f"is not in {s3}"):
+        ArrowFileSystem(s3).read_bytes("s3://elsewhere/x")
+    with pytest.raises(ValueError, match="not an s3://, s3a://, gs:// or gcs:// URI"):
+        ArrowFileSystem("http://127.0.0.1/x")
+
+
+def test_key_groups_write_and_restore_their_checkpoints_in_the_bucket(s3):
+    # Spark's Hadoop connector names the bucket s3a://; the key groups reach the same objects.
+    uri = s3.replace("s3://", "s3a://") + "/jobs/count"
+    assert isinstance(filesystem_for(uri), ArrowFileSystem)
+    directory = JobStorage(uri).directory()
+    written = directory.store(3).persist(1000, b"state of key group 3")
+    # A retried attempt of the task writes the same bytes to the same object: one intact checkpoint.
+    assert directory.store(3).persist(1000, b"state of key group 3") == written
+    assert directory.restore(3, 1000) == b"state of key group 3"
+    assert directory.store(3).times() == [1000]
+    assert len(ArrowFileSystem(s3).read_bytes(f"{s3}/jobs/count/checkpoints/group-00003/"
+                                              f"0000000000000000001000.ckpt")) == written.size
+
+
+@pytest.mark.parametrize("command", [["status"], ["clock"], ["inspect", "--key", "k4"]])
+def test_commands_print_the_same_on_a_bucket_as_on_a_local_directory(capsys, monkeypatch, tmp_path, s3, command):
+    monkeypatch.setattr(cli, "_now_ms", lambda: 1_700_000_100_000)
+    local, remote = str(tmp_path / "count"), f"{s3}/jobs/count"
+    three_batches(JobWriter(local, Counting()))
+    three_batches(JobWriter(remote, Counting(), fs=ArrowFileSystem(s3)))
+    code, remote_out, _ = run_cli(capsys, command[0], remote, *command[1:])
+    assert code == 0 and remote_out
+    _, local_out, _ = run_cli(capsys, command[0], local, *command[1:])
+    assert remote_out == local_out.replace(local, remote)
+
+
+def test_a_rewound_job_in_a_bucket_restarts_from_the_clock(capsys, s3):
+    remote = f"{s3}/jobs/count"
+    three_batches(JobWriter(remote, Counting(), fs=ArrowFileSystem(s3)))
+    code, out, _ = run_cli(capsys, "rewind", remote, "--to", 100)
+    assert code == 0 and f"rewound the clock of {remote} from 400 ms to 100 ms" in out
+    directory = JobStorage(remote).directory()
+    plan = directory.plan(3)
+    assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, {0, 1, 2})
+    assert all(directory.restore(g, 100) for g in plan.restored)
