@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -89,6 +90,8 @@ class BatchProgress:
     generation: int
     batch: int
     rows: int
+    #: Messages not applied for being late: behind the watermark (Spark drops them
+    #: before the key groups) or before their key group's last checkpoint.
     late: int
     replayed: int
     results: int
@@ -126,6 +129,10 @@ class Job:
     ``timestamp`` (ms, bigint) and ``value`` using Spark SQL (for example splitting
     lines into words); by default the source's messages are used as they are. It
     sees only the records the source could read; the others go around it.
+
+    A message is late, counted and not applied, when its event time is more than
+    ``watermark_delay_ms`` older than the newest event time of the earlier
+    micro-batches; a message at the newest time seen is never late.
 
     ``bad_records`` says what a bad record does (``persistent.badrecords``): fail
     the query (``"fail"``, the default) or go to the dead-letter output in
@@ -216,7 +223,8 @@ class Job:
             # Appended batches carry no marker that a reused batch id could hit.
             self.sink.check_fresh_start(spark)
         results = self._stateful(self._messages(spark, recovery.floor_ms), recovery, storage)
-        writer = results.writeStream.foreachBatch(_Committer(self, directory, recovery))
+        committer = _Committer(self, directory, recovery, spark)
+        writer = results.writeStream.queryName(committer.query_name).foreachBatch(committer)
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -317,7 +325,10 @@ class Job:
         good = F.col(BAD_RECORD_COLUMN).isNull()
         rows = (
             messages.select("key", millis.alias("timestamp"), "value",
-                            F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN))
+                            F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN),
+                            # The source partition the row was read in: the same when a
+                            # micro-batch is replayed from the same offsets.
+                            F.spark_partition_id().alias("part"))
             # Bad records spread over the groups by their text; their null event time
             # neither moves the watermark nor makes them late.
             .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {recovery.key_groups})"))
@@ -328,11 +339,13 @@ class Job:
             rows = rows.unionByName(heartbeats(messages.sparkSession, recovery.key_groups).select(
                 _placeholder(types["key"]).alias("key"), F.lit(None).cast("bigint").alias("timestamp"),
                 _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
-                "grp",
+                F.lit(-1).alias("part"), "grp",
             ))
         grouped = (
             rows.withColumn("event_time", F.when(good, F.timestamp_millis("timestamp")))
-            .withWatermark("event_time", f"{self.watermark_delay_ms} milliseconds")
+            # Spark drops a row at its watermark as late; trailing ours by a millisecond,
+            # it keeps rows at the newest event time seen in order (``_watermark_ms``).
+            .withWatermark("event_time", f"{self.watermark_delay_ms + 1} milliseconds")
             .groupBy("grp")
         )
         function = _group_function(
@@ -389,16 +402,15 @@ def _group_function(
         applied = late = replayed = 0
         max_time_ms = -1
         bad: list[BadRecord] = []
-        for frame in map(_without_heartbeats, frames):
-            max_time_ms = max(max_time_ms, _newest_ms(frame))
+        parts = [_without_heartbeats(frame) for frame in frames]
+        messages = _in_order(pd.concat(parts, ignore_index=True)) if parts else None
+        if messages is not None and len(messages):
+            max_time_ms = _newest_ms(messages)
             try:
-                a, r, lt, b = group.apply(frame, mode)
+                applied, replayed, late, bad = group.apply(messages, mode)
             except BadRecordError as exc:
-                # The group is as before this frame; the driver fails the micro-batch.
-                bad.append(exc.record)
-                continue
-            applied, replayed, late, bad = applied + a, replayed + r, late + lt, bad + b
-        watermark_ms = max(state.getCurrentWatermarkMs(), floor_ms)
+                bad = [exc.record]  # the group is as before; the driver fails the micro-batch
+        watermark_ms = max(_watermark_ms(state), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
         written = Written(0, 0)
         if checkpoint:
@@ -409,8 +421,9 @@ def _group_function(
             encoded = group.encode()
             state.update((encoded,))
             crash_point("group")
-            # Wake this group when the watermark passes its next boundary, even with no input.
-            state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 1, watermark_ms, 1))
+            # Wake this group when the watermark reaches its next boundary, even with no input.
+            # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
+            state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))
         values = results["value"].astype(str) if values_as_text else results["value"]
         yield _output(grp, [
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
@@ -441,6 +454,30 @@ def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Wr
             f"job again on the same checkpoint directory {directory.root}: it replays this micro-batch (path A)."
         )
         raise
+
+
+def _watermark_ms(state) -> int:
+    """The job's watermark in a micro-batch: every message older than it is in.
+
+    Spark's watermark (the newest event time of the earlier micro-batches minus the
+    job's delay and 1 ms) says that every row at or before it is in, since Spark drops
+    such rows as late; so is every row before the next millisecond. A message at the
+    job's watermark is in order."""
+    return state.getCurrentWatermarkMs() + 1
+
+
+def _in_order(messages: pd.DataFrame) -> pd.DataFrame:
+    """The group's messages by event time, then source partition, then their order in
+    it: the order it folds them in, the same in every run of a micro-batch, whatever
+    order Spark's shuffle fetched the source partitions' rows in (which matters for
+    ``Last`` on tied times, float sums, ...). The shuffle keeps the rows of one source
+    partition in their order; the sort is stable."""
+    times, parts = messages["timestamp"].to_numpy(), messages["part"].to_numpy()
+    if len(messages) > 1:
+        steps, moves = np.diff(times), np.diff(parts)
+        if not np.all((steps > 0) | ((steps == 0) & (moves >= 0))):
+            messages = messages.iloc[np.lexsort((parts, times))]
+    return messages
 
 
 def _without_heartbeats(frame: pd.DataFrame) -> pd.DataFrame:
@@ -493,12 +530,29 @@ def group_reports(frame):
     return frame.where(F.col("kind") == "group").select(*REPORT_COLUMNS)
 
 
+def _rows_dropped_by_watermark(spark, query_name: str) -> int:
+    """The rows the running micro-batch of query ``query_name`` dropped as behind the
+    watermark: Spark's stateful operator drops them before any key group sees them,
+    and counts them in its metric ``numRowsDroppedByWatermark``."""
+    [query] = [q for q in spark.streams.active if q.name == query_name]
+    dropped, nodes = 0, [query._jsq.streamingQuery().lastExecution().executedPlan()]
+    while nodes:
+        node = nodes.pop()
+        metric = node.metrics().get("numRowsDroppedByWatermark")
+        if metric.isDefined():
+            dropped += metric.get().value()
+        children = node.children()
+        nodes.extend(children.apply(i) for i in range(children.size()))
+    return dropped
+
+
 class _Committer:
     """``foreachBatch``: bad records, sink, then (the key groups' checkpoints being
     durable) the clock."""
 
-    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery):
-        self.job, self.directory, self.recovery = job, directory, recovery
+    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery, spark):
+        self.job, self.directory, self.recovery, self.spark = job, directory, recovery, spark
+        self.query_name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
 
     def __call__(self, frame, batch_id: int) -> None:
         try:
@@ -521,6 +575,7 @@ class _Committer:
                 "key", F.col("time_ms").alias("window_start"), "window_end", "value"
             )
             n_results = results.count()  # the first action computes the micro-batch, into the cache
+            dropped = _rows_dropped_by_watermark(self.spark, self.query_name)
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
             reports = group_reports(frame).collect()
@@ -538,7 +593,7 @@ class _Committer:
             generation=batch.generation,
             batch=batch_id,
             rows=sum(r.applied for r in reports),
-            late=sum(r.late for r in reports),
+            late=dropped + sum(r.late for r in reports),
             replayed=sum(r.replayed for r in reports),
             results=n_results,
             checkpoints=len(checkpoints),

@@ -20,7 +20,9 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
   and line or row, the record and the reason, and the job decides what to do with it.
 
 Event times start at 1 ms, not 0: Spark treats a row whose event time equals the
-watermark as late, and the watermark starts at 0.
+watermark as late, and the watermark starts at 0. (Later, the job's watermark trails
+the newest event time by at least 1 ms, so messages sharing the newest time are in
+order: ``persistent.runtime``.)
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +116,17 @@ class Crasher:
         marker = self.workdir / f"crashed-{self.runs + 1:02d}"
         process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
         return self._finish(process, log, kill=self._wait(process, lambda: marker.exists(), timeout_s))
+
+    def crash_and_lose_sparks_checkpoint(self, checkpoint: Path, points: list[tuple[str, int]]) -> int:
+        """``crash_at`` each ``(point, arrival)``; after a kill once the clock exists, deletes
+        Spark's checkpoint (``CHECKPOINT/spark``) so the next start takes path B. Returns
+        how many restarts are from the clock."""
+        from_clock = 0
+        for point, arrival in points:
+            if self.crash_at(point, arrival).killed and (checkpoint / "clock").exists():
+                shutil.rmtree(checkpoint / "spark")
+                from_clock += 1
+        return from_clock
 
     def crash_after_random_delay(self, low_s: float, high_s: float) -> Outcome:
         """Kills the job after a delay drawn from the seeded random source."""

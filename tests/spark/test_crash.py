@@ -9,7 +9,6 @@ may be lost and none counted twice. The clock must still name durable checkpoint
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import pytest
@@ -63,12 +62,8 @@ def test_killed_at_every_crash_point_and_at_random_then_path_a(tmp_path):
 
 def test_killed_then_restarted_from_the_clock_path_b(tmp_path):
     crasher = Crasher("count", generated(tmp_path), tmp_path)
-    restarts_from_clock = 0
-    for point, arrival in [("clock", 2), ("checkpoints", 2), ("sink", 3), ("group", 5)]:
-        outcome = crasher.crash_at(point, arrival)
-        if outcome.killed and (tmp_path / "ck" / "clock").exists():
-            shutil.rmtree(tmp_path / "ck" / "spark")  # Spark's checkpoint lost: the next start takes path B
-            restarts_from_clock += 1
+    restarts_from_clock = crasher.crash_and_lose_sparks_checkpoint(
+        tmp_path / "ck", [("clock", 2), ("checkpoints", 2), ("sink", 3), ("group", 5)])
     final = crasher.run()
     assert final.returncode == 0, final.log
     assert restarts_from_clock >= 2 and "recovery path B" in final.log, f"seed {crasher.seed}"
