@@ -656,7 +656,9 @@ class _Committer:
         """Keeps the checkpoints the clock's history may still rewind to, and those at the
         restore point of a generation begun by path B (its groups read them when they
         have no state in Spark); drops the rest."""
-        oldest_ms = self.directory.clock.history()[0].clock_ms
+        oldest_ms = self.directory.clock.oldest_restorable_ms()
+        if oldest_ms is None:
+            return  # no clock yet
         if self.recovery.restored:
             oldest_ms = min(oldest_ms, self.recovery.floor_ms)
         for grp in checkpoints:

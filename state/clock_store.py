@@ -185,13 +185,22 @@ class ClockStore:
             records.append(record)
         return records
 
+    def oldest_restorable_ms(self) -> int | None:
+        """The oldest clock a restart may restore: the lowest of the current clock and
+        those in the history (after a rewind, not the oldest written); ``None`` before
+        the first. A job keeps every checkpoint from it on."""
+        current = self.read()
+        clocks = [record.clock_ms for record in self.history()] + ([current.clock_ms] if current else [])
+        return min(clocks, default=None)
+
     def rewind(self, clock_ms: int) -> ClockRecord:
         """Deliberately moves the clock to ``clock_ms`` of a record in ``history()``; returns the new record.
 
         This works when the current clock file is corrupt. Every task clock is set to
-        ``clock_ms``, since every task restarts there. Afterwards call
-        ``CheckpointStore.delete_after(clock_ms)`` for every task, so checkpoints of the
-        abandoned timeline are not mistaken for progress.
+        ``clock_ms``, since every task restarts there. The history records after the
+        one rewound to go first: they name the abandoned timeline, whose checkpoints
+        the caller deletes next with ``CheckpointStore.delete_after(clock_ms)`` for
+        every task, so they are not mistaken for progress.
         """
         clock_ms = check_time_ms(clock_ms, "clock_ms")
         past = self.history()
@@ -205,6 +214,9 @@ class ClockStore:
             current = self.read()
         except ClockError:
             current = None  # a corrupt clock is what rewinds repair
+        for sequence in self._history_sequences():
+            if sequence > target.sequence:
+                self.fs.delete(self._history_path(sequence))
         return self._write(clock_ms, dict.fromkeys(target.task_clocks, clock_ms), current)
 
     def restart(self, clock_ms: int, task_clocks: Mapping[str, int]) -> ClockRecord:

@@ -4,7 +4,8 @@ A job of ``TASKS`` checkpoints every ``INTERVAL_MS``; the driver advances the cl
 to the newest time every task holds; crashes drop every store object (and each
 task's in-memory progress) and may leave half-written temporary files behind.
 Invariants: the clock never moves backwards except by a rewind, the clock always
-names durable, readable checkpoints, and the stores agree with the model.
+names durable, readable checkpoints, every clock in the history stays restorable
+under the driver's retention, and the stores agree with the model.
 """
 
 from __future__ import annotations
@@ -141,12 +142,12 @@ class StoresMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.clock is not None)
     @rule()
-    def retain_from_clock(self) -> None:
-        clock_ms = self.clock[0]
+    def retain_as_the_driver_does(self) -> None:
+        oldest_ms = self.clock_store.oldest_restorable_ms()
         for task, held in self.durable.items():
-            self.checkpoints[task].retain(clock_ms)
+            self.checkpoints[task].retain(oldest_ms)
             newest_ms = max(held)
-            self.durable[task] = {t: d for t, d in held.items() if t >= clock_ms or t == newest_ms}
+            self.durable[task] = {t: d for t, d in held.items() if t >= oldest_ms or t == newest_ms}
 
     def restorable_clocks(self) -> list[int]:
         """Clocks in history whose checkpoints every task still holds."""
@@ -160,6 +161,9 @@ class StoresMachine(RuleBasedStateMachine):
         for task in TASKS:
             self.checkpoints[task].delete_after(clock_ms)
             self.durable[task] = {t: d for t, d in self.durable[task].items() if t <= clock_ms}
+        # The records after the one rewound to are of the abandoned timeline.
+        target = max(i for i, (c, _) in enumerate(self.history) if c == clock_ms)
+        self.history = self.history[: target + 1]
         self.record_clock((clock_ms, dict.fromkeys(TASKS, clock_ms)))
         self.rewound = True
         self.restart()
@@ -176,6 +180,12 @@ class StoresMachine(RuleBasedStateMachine):
         record = self.clock_store.read()
         if record is not None:
             verify_clock(record, self.open_checkpoints)
+
+    @invariant()
+    def every_clock_in_the_history_is_restorable(self) -> None:
+        for record in self.clock_store.history():  # the current clock: clock_names_durable_readable_checkpoints
+            for task in TASKS:
+                self.checkpoints[task].require(record.clock_ms)
 
     @invariant()
     def stores_agree_with_the_model(self) -> None:
