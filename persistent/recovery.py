@@ -102,6 +102,14 @@ class Recovery:
         )
 
 
+def describe_state(description: dict) -> str:
+    """``state.table.describe``'s record in words, for messages."""
+    window = description.get("window")
+    shape = f"window {window['size_ms']} ms every {window['step_ms']} ms" if window else "no window"
+    return (f"monoid {json.dumps(description.get('monoid'), sort_keys=True)}, {shape}, "
+            f"checkpoint interval {description.get('interval_ms')} ms")
+
+
 class JobDirectory:
     """The files of one job under ``root``, through ``fs``."""
 
@@ -127,8 +135,9 @@ class JobDirectory:
 
     def read_generation(self) -> dict | None:
         """The current start's ``generation``, ``floor_ms``, ``key_groups`` (``None`` if
-        unrecorded), ``restored`` (key groups) and ``heartbeats``, or ``None`` before the
-        first start."""
+        unrecorded), ``restored`` (key groups), ``heartbeats`` and ``state`` (what the
+        state means, ``state.table.describe``; ``None`` if unrecorded), or ``None``
+        before the first start."""
         try:
             raw = self.fs.read_bytes(self._generation)
         except FileNotFoundError:
@@ -138,7 +147,8 @@ class JobDirectory:
             return {"generation": int(record["generation"]), "floor_ms": int(record["floor_ms"]),
                     "key_groups": record.get("key_groups"),
                     "restored": frozenset(int(g) for g in record.get("restored", [])),
-                    "heartbeats": bool(record.get("heartbeats", False))}
+                    "heartbeats": bool(record.get("heartbeats", False)),
+                    "state": record.get("state")}
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCheckpointError(
                 f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
@@ -150,21 +160,23 @@ class JobDirectory:
         with them."""
         current = self.read_generation()
         self._write_generation(current["generation"] if current else 0, current["floor_ms"] if current else 0,
-                               key_groups)
+                               key_groups, state=current and current["state"])
 
     def _write_generation(self, generation: int, floor_ms: int, key_groups: int,
-                          restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> None:
+                          restored: frozenset[int] = frozenset(), heartbeats: bool = True,
+                          state: dict | None = None) -> None:
         record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups,
-                  "restored": sorted(restored), "heartbeats": heartbeats}
+                  "restored": sorted(restored), "heartbeats": heartbeats, "state": state}
         self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
 
-    def _start(self, path: RecoveryPath, key_groups: int, generation: int = 0, floor_ms: int = 0,
-               restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
+    def _start(self, path: RecoveryPath, key_groups: int, state: dict | None, generation: int = 0,
+               floor_ms: int = 0, restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
         """Records the generation that starts, and returns its plan."""
-        self._write_generation(generation, floor_ms, key_groups, restored, heartbeats)
+        self._write_generation(generation, floor_ms, key_groups, restored, heartbeats, state)
         return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups)
 
-    def plan(self, key_groups: int | None, default_key_groups: int | None = None) -> Recovery:
+    def plan(self, key_groups: int | None, default_key_groups: int | None = None,
+             description: dict | None = None) -> Recovery:
         """Chooses the recovery path and, for path B, checks that every task of the clock
         holds its checkpoint at it.
 
@@ -172,8 +184,24 @@ class JobDirectory:
         start takes ``key_groups``, or ``default_key_groups`` when that is ``None``. An
         explicit ``key_groups`` must equal the recorded number: keys hash to groups by
         it, so another number would put a key's messages beside another group's state.
+
+        ``description`` says what the job's state means (``state.table.describe``:
+        monoid, window, checkpoint interval). The directory records it, and a restart
+        with another one is refused before anything runs: a checkpoint's buckets and
+        windows mean something else under another window or interval.
         """
         current = self.read_generation()
+        recorded_state = current and current["state"]
+        if description is not None:
+            description = json.loads(json.dumps(description))  # as recorded: tuples become lists
+        if description is not None and recorded_state not in (None, description):
+            raise ValueError(
+                f"{self.root} holds the state of a job with {describe_state(recorded_state)}; this job has "
+                f"{describe_state(description)}. Restart it with the recorded settings, or give it a new "
+                f"checkpoint directory (and a new output) to start over"
+            )
+        state = description or recorded_state
+
         recorded = current["key_groups"] if current else None
         if key_groups is not None and recorded not in (None, key_groups):
             raise ValueError(
@@ -190,17 +218,17 @@ class JobDirectory:
         record = self._read_clock(check=not same_checkpoint)
         if same_checkpoint:
             if current is None:
-                return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, heartbeats=False)
-            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, current["generation"], current["floor_ms"],
-                               current["restored"], current["heartbeats"])
+                return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, heartbeats=False)
+            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current["generation"],
+                               current["floor_ms"], current["restored"], current["heartbeats"])
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
-            return self._start(RecoveryPath.FRESH, key_groups)
+            return self._start(RecoveryPath.FRESH, key_groups, state)
         generation = (current["generation"] + 1) if current else 1
         self.fs.delete(self.spark)
         restored = frozenset(map(task_index, record.task_clocks))
-        return self._start(RecoveryPath.FROM_CLOCK, key_groups, generation, record.clock_ms, restored)
+        return self._start(RecoveryPath.FROM_CLOCK, key_groups, state, generation, record.clock_ms, restored)
 
     def restore(self, group: int, floor_ms: int) -> bytes:
         """The data of key group ``group``'s checkpoint at ``floor_ms``, its generation's

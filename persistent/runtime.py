@@ -68,6 +68,7 @@ from state.checkpoint_store import Written
 from state.errors import ClockError, StorageError
 from state.fs import FileSystem
 from state.persistent_state import WindowState
+from state.table import describe
 
 __all__ = ["Job", "RunningJob", "BatchProgress", "REPORT_COLUMNS", "group_reports"]
 
@@ -217,7 +218,9 @@ class Job:
                 stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
         cores = spark.sparkContext.defaultParallelism
-        recovery = plan(self.delivery, directory, self.key_groups, KEY_GROUPS_PER_CORE * cores)
+        window = self.spec.window if self.windowed else None
+        recovery = plan(self.delivery, directory, self.key_groups, KEY_GROUPS_PER_CORE * cores,
+                        describe(self.spec.monoid, self.checkpoint_interval_ms, window))
         stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.

@@ -50,7 +50,7 @@ from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.window import Window
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "describe"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
@@ -78,6 +78,14 @@ def _first_rows(codes: np.ndarray) -> np.ndarray:
     """Index of the first row of each code, for codes numbered by first appearance."""
     _, first = np.unique(codes, return_index=True)
     return first
+
+
+def describe(monoid: Monoid, interval_ms: int, window: Window | None) -> dict:
+    """What a table's bytes mean, as JSON data: the monoid (``Monoid.identity``), the
+    window and the checkpoint interval. Tables encode it (format 2), and a job directory
+    records it, so a job with other settings does not read its state."""
+    window_ = window and {"size_ms": window.size_ms, "step_ms": window.step_ms}
+    return {"monoid": monoid.identity(), "window": window_, "interval_ms": interval_ms}
 
 
 class KeyedTable:
@@ -315,8 +323,7 @@ class KeyedTable:
 
     def _encode(self, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
         meta = np.array([checkpoint_ms, emitted_ms, self.late_count, self.bucket_ms], dtype=np.int64)
-        window = self.window and {"size_ms": self.window.size_ms, "step_ms": self.window.step_ms}
-        description = {"monoid": self.monoid.identity(), "window": window, "interval_ms": self.interval_ms}
+        description = describe(self.monoid, self.interval_ms, self.window)
         return codec.pack(
             _MAGIC,
             _VERSION,

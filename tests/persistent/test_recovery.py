@@ -114,3 +114,29 @@ def test_progress_keeps_the_newest_records(directory):
     assert len(names) == PROGRESS_KEPT
     newest = json.loads(directory.fs.read_bytes(directory.fs.join(directory.progress, names[-1])))
     assert newest["batch"] == PROGRESS_KEPT + 2
+
+
+WINDOW_4S = {"monoid": {"name": "sum", "version": 1, "params": {"kind": "float"}},
+             "window": {"size_ms": 4000, "step_ms": 1000}, "interval_ms": 1000}
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"window": {"size_ms": 8000, "step_ms": 1000}}, "window 8000 ms every 1000 ms"),  # the same panes
+    ({"interval_ms": 2000}, "checkpoint interval 2000 ms"),
+    ({"monoid": {"name": "max", "version": 1, "params": {"kind": "float"}}}, '"name": "max"'),
+])
+@pytest.mark.parametrize("spark_checkpoint", [True, False], ids=["path A", "path B"])
+def test_a_restart_with_another_window_interval_or_monoid_is_refused_naming_both(directory, change, named,
+                                                                                 spark_checkpoint):
+    directory.plan(2, description=WINDOW_4S)
+    checkpoint_all(directory, 1000)
+    if spark_checkpoint:
+        spark_has_a_query(directory)
+    with pytest.raises(ValueError) as refused:
+        directory.plan(2, description={**WINDOW_4S, **change})
+    message = str(refused.value)
+    assert "window 4000 ms every 1000 ms, checkpoint interval 1000 ms" in message and named in message
+    assert "new checkpoint directory" in message
+    # Nothing changed: the job with its own settings still restarts.
+    assert directory.plan(2, description=WINDOW_4S).path is (
+        RecoveryPath.SAME_CHECKPOINT if spark_checkpoint else RecoveryPath.FROM_CLOCK)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 
 import numpy as np
@@ -46,3 +47,11 @@ def test_closed_window_averages_equal_pandas(spark, tmp_path):
     job.on_progress = None
     job.run(spark)
     assert_windows_equal_pandas(tmp_path / "out.db", total, keys, size, step)
+
+    # Restarted from the clock with a window twice as long (the same panes): refused
+    # before the query starts, naming both windows.
+    shutil.rmtree(tmp_path / "ck" / "spark")
+    args.window_ms = 2 * size
+    with pytest.raises(ValueError, match=rf"window {size} ms every {step} ms.*this job has .*window {2 * size} ms"):
+        window_average.build_job(args).start(spark)
+    assert not (tmp_path / "ck" / "spark").exists()
