@@ -25,7 +25,7 @@ from py4j.java_gateway import is_instance_of
 from py4j.protocol import Py4JJavaError
 
 from state.errors import NotWritableError
-from state.fs import TEMP_PREFIX, FileSystem, storage_error
+from state.fs import TEMP_PREFIX, FileSystem, storage_error, sync_directory
 
 __all__ = ["HadoopFileSystem"]
 
@@ -109,6 +109,9 @@ class HadoopFileSystem(FileSystem):
         # rename falls back to copying when rename(2) fails, which is not atomic.
         elif not self._fs.pathToFile(temp).renameTo(self._fs.pathToFile(target)):
             raise NotWritableError("write", path, "the file system refused to rename its temporary file")
+        else:
+            # The new directory entry is durable only once the directory is synced.
+            sync_directory(self._fs.pathToFile(target.getParent()).getPath())
 
     def replace(self, source: str, target: str) -> None:
         with _refusals("write", target):

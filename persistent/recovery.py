@@ -213,7 +213,7 @@ class JobDirectory:
         key_groups = key_groups or recorded or default_key_groups
         if key_groups is None:
             raise ValueError(f"{self.root} records no number of key groups: give the job's key_groups")
-        same_checkpoint = bool(self.fs.list_names(self.fs.join(self.spark, "offsets")))
+        same_checkpoint = self.spark_started()
         # Path A needs a readable clock as well: every micro-batch advances it.
         record = self._read_clock(check=not same_checkpoint)
         if same_checkpoint:
@@ -229,6 +229,12 @@ class JobDirectory:
         self.fs.delete(self.spark)
         restored = frozenset(map(task_index, record.task_clocks))
         return self._start(RecoveryPath.FROM_CLOCK, key_groups, state, generation, record.clock_ms, restored)
+
+    def spark_started(self) -> bool:
+        """Whether Spark's checkpoint holds a started micro-batch: its offset log names
+        entries by batch id; anything else there (a temporary file of an unfinished
+        write) is none."""
+        return any(name.isdigit() for name in self.fs.list_names(self.fs.join(self.spark, "offsets")))
 
     def restore(self, group: int, floor_ms: int) -> bytes:
         """The data of key group ``group``'s checkpoint at ``floor_ms``, its generation's

@@ -97,7 +97,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
     recorded = current["key_groups"] if current else None
     if key_groups is None or recorded in (None, key_groups):
         return None
-    if directory.fs.list_names(directory.fs.join(directory.spark, "offsets")):
+    if directory.spark_started():
         return None  # path A: the plan refuses, saying how to rescale
     record = directory.clock.read()
     if record is None:  # nothing checkpointed yet: nothing to split

@@ -214,7 +214,12 @@ class ParquetSink(Sink):
     """Writes each micro-batch to ``DIR/generation=G/batch=N`` with overwrite semantics:
     a replayed batch replaces its own files. The final value of a key (or of a key and
     window) is the one in its newest batch, by generation then batch: ``read`` returns
-    exactly those."""
+    exactly those.
+
+    A batch is written beside its place (``DIR/_staging/``, which readers of Parquet
+    datasets skip), then swapped in: its directory appears with all its files and
+    Spark's ``_SUCCESS`` marker. A directory without ``_SUCCESS`` (a write that died
+    midway) is no batch: ``rows`` and ``read`` skip it, and its replay rewrites it."""
 
     def __init__(self, directory: str, key_column: str = "key", value_column: str = "value"):
         self.directory = directory.rstrip("/")
@@ -230,14 +235,23 @@ class ParquetSink(Sink):
             )
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
-        self._write(results, batch, windowed, "overwrite")
+        from persistent.hadoop_fs import HadoopFileSystem
+
+        staging = f"{self.directory}/_staging/generation={batch.generation}-batch={batch.batch:010d}"
+        self._write(results, staging, windowed, "overwrite")
+        fs = HadoopFileSystem(results.sparkSession, self.directory)
+        target = self._target(batch)
+        fs.delete(target)
+        fs.replace(staging, target)
 
     def append(self, results, batch: BatchId, windowed: bool) -> None:
         """Adds files to ``DIR/generation=G/batch=N``: a replayed batch's rows are there twice."""
-        self._write(results, batch, windowed, "append")
+        self._write(results, self._target(batch), windowed, "append")
 
-    def _write(self, results, batch: BatchId, windowed: bool, mode: str) -> None:
-        target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
+    def _target(self, batch: BatchId) -> str:
+        return f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
+
+    def _write(self, results, target: str, windowed: bool, mode: str) -> None:
         renamed = results.withColumnsRenamed({"key": self.key_column, "value": self.value_column})
         renamed.select(*self._columns(windowed)).write.mode(mode).parquet(target)
 
@@ -250,7 +264,11 @@ class ParquetSink(Sink):
         without Spark: with at-least-once and at-most-once delivery, the appended effects."""
         import pyarrow.dataset as ds
 
-        return ds.dataset(local_path(self.directory), format="parquet", partitioning="hive").to_table().to_pandas()
+        root = local_path(self.directory)
+        files = ds.dataset(root, format="parquet", partitioning="hive").files
+        complete = [f for f in files if os.path.exists(os.path.join(os.path.dirname(f), "_SUCCESS"))]
+        dataset = ds.dataset(complete, format="parquet", partitioning="hive", partition_base_dir=root)
+        return dataset.to_table().to_pandas()
 
     def read(self, windowed: bool = False):
         """The final results in a local directory, as pandas, without Spark."""

@@ -35,6 +35,7 @@ __all__ = [
     "local_path",
     "TEMP_PREFIX",
     "storage_error",
+    "sync_directory",
 ]
 
 #: Names starting with this are temporary files of unfinished atomic writes.
@@ -130,7 +131,7 @@ def _refusals(action: str, path: str) -> Iterator[None]:
         raise storage_error(action, path, exc.strerror or str(exc)) from exc
 
 
-def _sync_directory(directory: str) -> None:
+def sync_directory(directory: str) -> None:
     """Makes the directory's entries (a rename into it) durable."""
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
@@ -162,14 +163,14 @@ class LocalFileSystem(FileSystem):
                 if os.path.exists(temp):
                     os.unlink(temp)
                 raise
-            _sync_directory(directory)
+            sync_directory(directory)
 
     def replace(self, source: str, target: str) -> None:
         directory = os.path.dirname(local_path(target)) or "."
         with _refusals("write", target):
             os.makedirs(directory, exist_ok=True)
             os.replace(local_path(source), local_path(target))
-            _sync_directory(directory)
+            sync_directory(directory)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))

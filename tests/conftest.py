@@ -170,6 +170,19 @@ def s3(s3_server):
 
 
 @pytest.fixture
+def fsyncs(monkeypatch) -> list[str]:
+    """The paths this process fsyncs from now on, in order."""
+    synced, fsync = [], os.fsync
+
+    def recording(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    return synced
+
+
+@pytest.fixture
 def redis_url(redis_server):
     """URL of the Redis server, emptied for one test."""
     import redis

@@ -140,3 +140,13 @@ def test_a_restart_with_another_window_interval_or_monoid_is_refused_naming_both
     # Nothing changed: the job with its own settings still restarts.
     assert directory.plan(2, description=WINDOW_4S).path is (
         RecoveryPath.SAME_CHECKPOINT if spark_checkpoint else RecoveryPath.FROM_CLOCK)
+
+
+def test_spark_offsets_holding_only_a_temporary_file_are_no_started_query(directory):
+    # Spark writes offsets/0 as a hidden temporary file, then renames it: a crash in
+    # between leaves a query that never started a micro-batch.
+    directory.plan(2)
+    checkpoint_all(directory, 1000)
+    directory.fs.write_atomic(directory.fs.join(directory.spark, "offsets", ".0.5d3c1f2e.tmp"), b"v1")
+    restart = directory.plan(2)
+    assert (restart.path, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1000)

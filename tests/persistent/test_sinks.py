@@ -7,10 +7,13 @@ import pandas as pd
 from persistent.sinks import ParquetSink
 
 
-def write_batch(directory, generation, batch, frame):
+def write_batch(directory, generation, batch, frame, complete=True):
+    """A batch's directory as Spark writes it: its files, then ``_SUCCESS`` once complete."""
     target = directory / f"generation={generation}" / f"batch={batch:010d}"
     target.mkdir(parents=True)
     frame.to_parquet(target / "part-0.parquet", index=False)
+    if complete:
+        (target / "_SUCCESS").touch()
 
 
 def test_the_newest_batch_of_the_newest_generation_wins(tmp_path):
@@ -29,3 +32,12 @@ def test_windowed_results_are_final_per_key_and_window(tmp_path):
     final = ParquetSink(f"file://{tmp_path}").read(windowed=True)
     assert final.to_dict("list") == {"key": ["k", "k"], "window_start": [0, 10], "window_end": [20, 30],
                                      "value": [1.5, 2.0]}
+
+
+def test_a_batch_without_its_success_marker_is_not_read(tmp_path):
+    write_batch(tmp_path, 0, 0, pd.DataFrame({"word": ["a", "b"], "count": [1, 1]}))
+    # A write that died midway (before Spark's job commit wrote _SUCCESS): the replay rewrites it.
+    write_batch(tmp_path, 0, 1, pd.DataFrame({"word": ["a"], "count": [99]}), complete=False)
+    final = ParquetSink(str(tmp_path), "word", "count").read()
+    assert final.to_dict("list") == {"word": ["a", "b"], "count": [1, 1]}
+    assert set(ParquetSink(str(tmp_path), "word", "count").rows()["batch"]) == {0}

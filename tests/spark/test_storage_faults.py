@@ -133,6 +133,14 @@ def test_a_write_replaces_the_file_atomically_or_fails_naming_it(spark, tmp_path
     assert temp_files(tmp_path) == []
 
 
+def test_a_local_rename_makes_its_directory_entry_durable(spark, tmp_path, fsyncs):
+    fs = HadoopFileSystem(spark, str(tmp_path))
+    fs.write_atomic(str(tmp_path / "clock" / "clock"), b"one")
+    assert fsyncs == [str(tmp_path / "clock")]  # the file itself: hsync in the JVM
+    fs.replace(str(tmp_path / "clock" / "clock"), str(tmp_path / "moved" / "clock"))
+    assert fsyncs[-1] == str(tmp_path / "moved")
+
+
 def test_other_java_errors_are_storage_errors_naming_the_path_not_py4j_errors(spark, tmp_path):
     fs = HadoopFileSystem(spark, str(tmp_path))
     with pytest.raises(StorageError) as raised:

@@ -228,3 +228,11 @@ def test_record_helpers_round_trip_and_name_the_source_when_corrupt() -> None:
 def test_numpy_integer_times_are_accepted_as_ints(store: CheckpointStore) -> None:
     store.persist(np.int64(10), b"x")
     assert store.times() == [10] and store.recover(np.int64(10)) == b"x"
+
+
+def test_a_write_and_a_replace_make_the_file_and_its_directory_entry_durable(tmp_path, fsyncs) -> None:
+    fs = LocalFileSystem()
+    fs.write_atomic(str(tmp_path / "a" / "clock"), b"one")
+    assert fsyncs[-1] == str(tmp_path / "a") and fsyncs[-2].startswith(str(tmp_path / "a" / TEMP_PREFIX))
+    fs.replace(str(tmp_path / "a" / "clock"), str(tmp_path / "b" / "clock"))
+    assert fsyncs[-1] == str(tmp_path / "b")
