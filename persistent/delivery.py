@@ -78,13 +78,13 @@ _SETTING = "delivery"
 
 
 def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, default_key_groups: int,
-         description: dict | None = None) -> Recovery:
+         description: dict | None = None, sink_generation: int | None = None) -> Recovery:
     """How the job starts with ``delivery``: at-most-once after its position, the others
     as ``JobDirectory.plan`` says. A directory keeps the setting it was written with."""
     _keep_setting(directory, delivery)
     if delivery is Delivery.AT_MOST_ONCE:
         return Position(directory).restart(key_groups or default_key_groups)
-    return directory.plan(key_groups, default_key_groups, description)
+    return directory.plan(key_groups, default_key_groups, description, sink_generation)
 
 
 def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:

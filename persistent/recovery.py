@@ -176,7 +176,7 @@ class JobDirectory:
         return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups)
 
     def plan(self, key_groups: int | None, default_key_groups: int | None = None,
-             description: dict | None = None) -> Recovery:
+             description: dict | None = None, sink_generation: int | None = None) -> Recovery:
         """Chooses the recovery path and, for path B, checks that every task of the clock
         holds its checkpoint at it.
 
@@ -189,6 +189,13 @@ class JobDirectory:
         monoid, window, checkpoint interval). The directory records it, and a restart
         with another one is refused before anything runs: a checkpoint's buckets and
         windows mean something else under another window or interval.
+
+        ``sink_generation`` is the newest generation the sink holds batches of. Batch
+        ids repeat across generations, so a restart must not reuse one the sink holds:
+        path B starts the generation after both the recorded one and the sink's (a job
+        directory copied without its generation file starts after the sink's); path A
+        refuses when the sink holds a newer generation than the one recorded, since
+        which generation Spark's checkpoint belongs to cannot be told then.
         """
         current = self.read_generation()
         recorded_state = current and current["state"]
@@ -216,6 +223,14 @@ class JobDirectory:
         same_checkpoint = self.spark_started()
         # Path A needs a readable clock as well: every micro-batch advances it.
         record = self._read_clock(check=not same_checkpoint)
+        recorded_generation = current["generation"] if current else 0
+        if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
+            raise ValueError(
+                f"the sink holds results of generation {sink_generation}, but {self.root} records generation "
+                f"{recorded_generation}{'' if current else ' (its generation file is missing)'}: which generation "
+                f"{self.spark} belongs to cannot be told. Delete {self.spark} to restart from the clock, in a "
+                f"generation after {sink_generation}"
+            )
         if same_checkpoint:
             if current is None:
                 return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, heartbeats=False)
@@ -225,7 +240,7 @@ class JobDirectory:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
             return self._start(RecoveryPath.FRESH, key_groups, state)
-        generation = (current["generation"] + 1) if current else 1
+        generation = max(recorded_generation, sink_generation or 0) + 1
         self.fs.delete(self.spark)
         restored = frozenset(map(task_index, record.task_clocks))
         return self._start(RecoveryPath.FROM_CLOCK, key_groups, state, generation, record.clock_ms, restored)

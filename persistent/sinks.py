@@ -17,6 +17,7 @@ appended instead (``Sink.append``): no marker, a replayed batch's rows are added
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager
@@ -53,6 +54,11 @@ class Sink(ABC):
     def check_fresh_start(self, spark) -> None:
         """Called before a job starts with no checkpoint: raises ``ValueError`` when the
         sink holds batches of an earlier run, whose batch ids this run would reuse."""
+
+    def newest_generation(self, spark) -> int | None:
+        """The newest generation the sink holds batches of; ``None`` when it holds none
+        or cannot tell. A restart checks the job directory's generation against it."""
+        return None
 
     def append(self, results, batch: BatchId, windowed: bool) -> None:
         """Adds one micro-batch's results to what is there, each row with its
@@ -128,6 +134,13 @@ class TransactionalSink(Sink):
                     f"checkpoint, so its batch ids would be taken for replays and skipped: drop table "
                     f"{self.table} and delete those rows, or write to another table"
                 )
+
+    def newest_generation(self, spark) -> int | None:
+        with self._transaction() as db:
+            self._create_markers(db)
+            db.execute(f"SELECT MAX(generation) FROM {self.MARKERS} WHERE sink = {self.PLACEHOLDER}", (self.table,))
+            (newest,) = db.fetchone()
+        return newest
 
     def _create_markers(self, db) -> None:
         db.execute(
@@ -233,6 +246,13 @@ class ParquetSink(Sink):
                 f"Parquet sink: {self.directory} holds results of an earlier run, and this job starts "
                 f"without a checkpoint, so its batches would mix with them: empty it or write to another directory"
             )
+
+    def newest_generation(self, spark) -> int | None:
+        from persistent.hadoop_fs import HadoopFileSystem
+
+        names = HadoopFileSystem(spark, self.directory).list_names(self.directory)
+        generations = [int(name.split("=", 1)[1]) for name in names if re.fullmatch(r"generation=\d+", name)]
+        return max(generations, default=None)
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         from persistent.hadoop_fs import HadoopFileSystem

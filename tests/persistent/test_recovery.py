@@ -150,3 +150,25 @@ def test_spark_offsets_holding_only_a_temporary_file_are_no_started_query(direct
     directory.fs.write_atomic(directory.fs.join(directory.spark, "offsets", ".0.5d3c1f2e.tmp"), b"v1")
     restart = directory.plan(2)
     assert (restart.path, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1000)
+
+
+def test_a_copy_without_its_generation_file_restarts_after_the_sinks_newest_generation(directory):
+    directory.plan(2)
+    checkpoint_all(directory, 1000)
+    directory.fs.delete(directory.fs.join(directory.root, "generation"))  # copied: clock/ and checkpoints/ only
+    restart = directory.plan(2, sink_generation=3)
+    assert (restart.path, restart.generation, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 4, 1000)
+    # A generation file older than the sink's results is overtaken the same way.
+    directory.fs.delete(directory.spark)
+    assert directory.plan(2, sink_generation=6).generation == 7
+
+
+def test_spark_checkpoint_of_an_unknown_generation_is_refused(directory):
+    directory.plan(2)
+    checkpoint_all(directory, 1000)
+    spark_has_a_query(directory)
+    directory.fs.delete(directory.fs.join(directory.root, "generation"))
+    with pytest.raises(ValueError, match=r"holds results of generation 2, but .* records generation 0 \(its "
+                                         r"generation file is missing\).*Delete .*spark to restart from the clock"):
+        directory.plan(2, sink_generation=2)
+    assert directory.plan(2, sink_generation=0).path is RecoveryPath.SAME_CHECKPOINT

@@ -179,6 +179,14 @@ def test_a_fresh_start_into_a_table_of_an_earlier_run_is_refused(database):
     assert database.query("SELECT key, value FROM results") == [("a", 1)]
 
 
+def test_the_newest_generation_is_read_from_the_tables_markers(database):
+    assert database.sink().newest_generation(None) is None
+    for generation, batch in [(0, 0), (0, 1), (2, 0)]:
+        database.sink().write_frame(counts({"a": 1}), BatchId(generation, batch), windowed=False)
+    database.sink("other").write_frame(counts({"a": 1}), BatchId(5, 0), windowed=False)
+    assert database.sink().newest_generation(None) == 2
+
+
 def test_appended_batches_add_rows_and_a_replay_adds_them_again(database):
     sink = database.sink("counts", key_column="word", value_column="count")
     sink.append_frame(counts({"a": 1, "b": 2}), BatchId(0, 0), windowed=False)

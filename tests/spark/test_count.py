@@ -4,6 +4,7 @@ the clock checked after every micro-batch."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 
 import pytest
@@ -94,3 +95,27 @@ def test_parquet_files_in_parquet_results_out(spark, tmp_path):
     args.checkpoint = str(tmp_path / "another-ck")
     with pytest.raises(ValueError, match="holds results of an earlier run"):
         count.build_job(args).start(spark)
+
+
+def test_a_job_directory_copied_without_its_generation_file_writes_every_batch(spark, tmp_path):
+    import count
+
+    def run(checkpoint, total):
+        args = count.parser().parse_args(
+            ["--checkpoint", str(checkpoint), "--output", f"sqlite://{tmp_path / 'out.db'}", "--total", str(total),
+             "--keys", "5", "--rows-per-batch", "500", "--available-now", "--key-groups", "2", "--interval-ms", "100"]
+        )
+        job = count.build_job(args)
+        job.on_progress = None
+        return job.run(spark).recovery
+
+    run(tmp_path / "ck", 1_000)
+    shutil.rmtree(tmp_path / "ck" / "spark")
+    assert run(tmp_path / "ck", 2_000).generation == 1  # path B: the sink holds generations 0 and 1
+    # A new version of the job in a new directory, with the clock and checkpoints only.
+    for part in ("clock", "checkpoints"):
+        shutil.copytree(tmp_path / "ck" / part, tmp_path / "copy" / part)
+    assert run(tmp_path / "copy", 3_000).generation == 2  # not 1 again: its batches would be taken for replays
+    with sqlite3.connect(tmp_path / "out.db") as db:
+        counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
+    assert counted == {f"k{k}": 600 for k in range(5)}
