@@ -88,6 +88,7 @@ def test_parquet_files_in_parquet_results_out(spark, tmp_path):
     # Every batch was written beside its place and swapped in whole.
     assert not list((tmp_path / "out" / "_staging").iterdir())
     assert all((batch / "_SUCCESS").exists() for batch in (tmp_path / "out").glob("generation=*/batch=*"))
+    assert job.sink.newest_generation(spark) == 0
     assert list(final.columns) == ["key", "count"]
     assert dict(zip(final["key"], final["count"])) == dict(pd.Series(keys).value_counts())
 
