@@ -54,7 +54,8 @@ def build_job(args) -> Job:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--input", required=True, help="directory of text files (read in name order)")
+    p.add_argument("--input", required=True,
+                   help="directory of text files (new ones taken in name order; a file once read must not change)")
     p.add_argument("--files-per-batch", type=int, default=1, help="files read per micro-batch")
     add_job_options(p)
     return p

@@ -6,6 +6,7 @@ Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming
 import importlib
 
 from persistent.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.files_log import InputFileChangedError
 from persistent.keygroup import KeyGroup
 from persistent.task import Message, PersistentTask, TaskDefinitionError
 
@@ -24,6 +25,7 @@ __all__ = [
     "Delivery",
     "GeneratorSource",
     "FilesSource",
+    "InputFileChangedError",
     "RedisSource",
     "KafkaSource",
     "SQLiteSink",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from persistent.filesystems import JobStorage
 from persistent.sources import Source
 
 __all__ = ["KafkaSource", "KAFKA_PACKAGE"]
@@ -79,7 +80,7 @@ class KafkaSource(Source):
             options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_batch)
         return options
 
-    def stream(self, spark, start_ms: int = 0):
+    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
         from pyspark.errors import AnalysisException
 
         try:

@@ -8,6 +8,8 @@
     DIR/generation             which Spark checkpoint generation runs, its restore point, the
                                restored key groups and the number of key groups
     DIR/progress/              one JSON record per committed micro-batch (the newest 100)
+    DIR/input/                 the files source's log of the files it took
+                               (``persistent.files_log``)
     DIR/rescale/               only while key groups are re-split (``persistent.rescale``)
 
 A job starts in one of three ways:
@@ -121,6 +123,7 @@ class JobDirectory:
         self.clock = ClockStore(fs, fs.join(self.root, "clock"))
         self._generation = fs.join(self.root, "generation")
         self.progress = fs.join(self.root, "progress")
+        self.input_log = fs.join(self.root, "input")
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
@@ -239,6 +242,7 @@ class JobDirectory:
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
+            self.fs.delete(self.input_log)
             return self._start(RecoveryPath.FRESH, key_groups, state)
         generation = max(recorded_generation, sink_generation or 0) + 1
         self.fs.delete(self.spark)

@@ -226,7 +226,9 @@ class Job:
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
             self.sink.check_fresh_start(spark)
-        results = self._stateful(self._messages(spark, recovery.floor_ms), recovery, storage)
+        if isinstance(self.source, Source):
+            self.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
+        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage)
         committer = _Committer(self, directory, recovery, spark)
         writer = results.writeStream.queryName(committer.query_name).foreachBatch(committer)
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
@@ -258,20 +260,21 @@ class Job:
         running = self.start(spark, available_now=available_now)
         # A source of its own (anything with ``stream``) may have no backlog: no bar then.
         backlog_of = getattr(self.source, "backlog", None) if available_now and self.progress_bar else None
-        backlog = backlog_of(running.recovery.floor_ms) if backlog_of else None
+        job = _job_of(self.source, JobStorage(self.checkpoint_dir, self.webhdfs_address))
+        backlog = backlog_of(running.recovery.floor_ms, **job) if backlog_of else None
         if backlog is None:
             running.query.awaitTermination()
         else:
             running.show_progress(ProgressBar(backlog))
         return running
 
-    def _messages(self, spark, start_ms: int):
-        """Source from event time ``start_ms``, then ``prepare``: columns ``key``,
-        ``timestamp``, ``value`` and ``bad_record``. Rows the source marked bad go around
-        ``prepare``."""
+    def _messages(self, spark, start_ms: int, storage: JobStorage | None = None):
+        """Source from event time ``start_ms`` (keeping its records in ``storage``),
+        then ``prepare``: columns ``key``, ``timestamp``, ``value`` and ``bad_record``.
+        Rows the source marked bad go around ``prepare``."""
         from pyspark.sql import functions as F
 
-        raw = self.source.stream(spark, start_ms)
+        raw = self.source.stream(spark, start_ms, **_job_of(self.source, storage))
         marks = BAD_RECORD_COLUMN in raw.columns
         if self.prepare is None:
             return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, F.lit(None).cast("string"))
@@ -359,6 +362,12 @@ class Job:
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
+
+
+def _job_of(source, storage: JobStorage | None) -> dict:
+    """The job directory argument of ``source``'s ``stream`` and ``backlog``: a source
+    of its own (anything with ``stream``) takes none."""
+    return {"job": storage} if isinstance(source, Source) else {}
 
 
 def _placeholder(data_type):

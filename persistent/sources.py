@@ -9,9 +9,11 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
 - ``generator``: message ``i`` (from 0) has key ``k{i % keys}``, value ``i`` and event
   time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows the
   sequence).
-- ``files``: a directory of text, JSON-lines or Parquet files, read in name order
-  (new files must sort after the ones already read). Line ``n`` (from 0) of the
-  ``f``-th text file has event time ``f * FILE_SPAN_MS + n + 1``; JSON lines and
+- ``files``: a directory of text, JSON-lines or Parquet files. New files are taken in
+  name order into the job's log of files (``persistent.files_log``): a file read is
+  never read again, whatever sorts before it later, and a read file that changes is
+  refused. Line ``n`` (from 0) of the ``f``-th text file taken has event time
+  ``f * FILE_SPAN_MS + n + 1``; JSON lines and
   Parquet rows carry their time in a field. Every text line is a message (bytes
   that are not UTF-8 read as U+FFFD). A JSON line or Parquet row that cannot be read
   (a line that is not UTF-8 or not a JSON object, a missing, null or non-integer key
@@ -42,6 +44,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord
+from persistent.files_log import FilesLog, InputFile, listing
+from persistent.filesystems import JobStorage
 from persistent.progress import Backlog
 
 __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
@@ -73,18 +77,29 @@ class Source(ABC):
     def format(self) -> str:
         """Name of the registered Python data source."""
 
-    def stream(self, spark, start_ms: int = 0):
-        """The streaming DataFrame of messages from event time ``start_ms`` on."""
+    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
+        """The streaming DataFrame of messages from event time ``start_ms`` on. ``job``
+        is the job directory, where a source keeps what it must remember across
+        restarts (the files source: the files it took)."""
         spark.dataSource.register(self.data_source())
-        return spark.readStream.format(self.format).options(**self.options(start_ms)).load()
+        options = self.options(start_ms)
+        if job is not None:
+            options |= {"job_directory": job.root, "webhdfs_address": job.webhdfs_address or ""}
+        return spark.readStream.format(self.format).options(**options).load()
 
     def data_source(self) -> type[DataSource]:
         """The Python data source that reads this source."""
         return _FORMATS[self.format]
 
-    def backlog(self, start_ms: int = 0) -> Backlog | None:
-        """What an available-now run from event time ``start_ms`` has to read, for its
-        progress bar; None when the source cannot say (an unbounded input)."""
+    def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
+        """Refuses, before a run of job directory ``job`` starts, input that it could not
+        read exactly. ``start_ms``: the event time the run rereads from (None: Spark's
+        checkpoint says where it goes on)."""
+
+    def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
+        """What an available-now run from event time ``start_ms`` (in job directory
+        ``job``) has to read, for its progress bar; None when the source cannot say (an
+        unbounded input)."""
         return None
 
 
@@ -119,7 +134,7 @@ class GeneratorSource(Source):
             "start_ms": str(start_ms),
         }
 
-    def backlog(self, start_ms: int = 0) -> Backlog | None:
+    def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
         if self.total is None or self.rows_per_second is not None:
             return None
         return Backlog("index", _first_index(start_ms, self.step_ms), self.total, "messages")
@@ -236,19 +251,31 @@ class FilesSource(Source):
             "start_ms": str(start_ms),
         }
 
-    def backlog(self, start_ms: int = 0) -> Backlog | None:
+    def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
+        """Refuses a read file that changed, and a file a reread from ``start_ms`` needs
+        that is gone (``persistent.files_log``)."""
+        directory = os.path.abspath(self.directory)
+        if not os.path.isdir(directory):
+            return  # the query fails, naming the directory
+        log, present = _files_log(directory, job), listing(directory)
+        log.check(present)
+        if start_ms is not None:
+            log.needed(_first_file(start_ms, self.file_format), len(log), present)
+
+    def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
         directory = os.path.abspath(self.directory)
         if not os.path.isdir(directory):
             return None  # the query fails, naming the directory
-        return Backlog("files", _first_file(start_ms, self.file_format), len(_file_names(directory)), "files")
+        log = _files_log(directory, job)
+        total = len(log) + sum(not log.knows(name) for name in listing(directory))
+        return Backlog("files", _first_file(start_ms, self.file_format), total, "files")
 
 
-def _file_names(directory: str) -> list[str]:
-    """The input files of ``directory``, in the order they are read."""
-    try:
-        return sorted(n for n in os.listdir(directory) if not n.startswith((".", "_")))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"files source: input directory {directory} does not exist") from None
+def _files_log(directory: str, job: JobStorage | None) -> FilesLog:
+    if job is None:
+        return FilesLog(directory)
+    job_directory = job.directory()
+    return FilesLog(directory, job_directory.fs, job_directory.input_log)
 
 
 def _first_file(start_ms: int, file_format: str) -> int:
@@ -263,36 +290,54 @@ class _Files(InputPartition):
 
 
 class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Takes files into the log (``persistent.files_log``) on the driver; positions are
+    numbers of the log. Spark ships the reader to the executors, which only ``read``."""
+
     def __init__(self, options: dict[str, str]):
         self.options = options
         self.directory = options["directory"]
         self.max_files = int(options["max_files_per_batch"])
         self.first = _first_file(int(options.get("start_ms", "0")), options["file_format"])
-        self.target: int | None = None
+        root = options.get("job_directory")
+        self.job = JobStorage(root, options.get("webhdfs_address") or None) if root else None
+        self.target: set[str] | None = None
+        self._log: FilesLog | None = None
 
-    def _names(self) -> list[str]:
-        return _file_names(self.directory)
+    def __getstate__(self):
+        return {**self.__dict__, "_log": None}
+
+    def log(self) -> FilesLog:
+        if self._log is None:
+            self._log = _files_log(self.directory, self.job)
+        return self._log
 
     def initialOffset(self) -> dict:
         return {"files": self.first}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = len(self._names())
+        self.target = set(listing(self.directory))
 
     def getDefaultReadLimit(self):
         return ReadMaxFiles(self.max_files)
 
     def latestOffset(self, start: dict, limit) -> dict:
-        end = len(self._names()) if self.target is None else self.target
-        if not isinstance(limit, ReadAllAvailable):
-            end = min(end, start["files"] + limit.max_files)
-        return {"files": max(end, start["files"])}
+        log, present = self.log(), listing(self.directory)
+        log.check(present)
+        end = None if isinstance(limit, ReadAllAvailable) else start["files"] + limit.max_files
+        self._take(log, present, end)
+        return {"files": max(start["files"], len(log) if end is None else min(end, len(log)))}
 
     def partitions(self, start: dict, end: dict):
-        names = self._names()
-        return [
-            _Files(i, (os.path.join(self.directory, names[i]),)) for i in range(start["files"], end["files"])
-        ]
+        log, present = self.log(), listing(self.directory)
+        self._take(log, present, end["files"])
+        return [_Files(index, (path,)) for index, path in log.needed(start["files"], end["files"], present)]
+
+    def _take(self, log: FilesLog, present: dict[str, InputFile], upto: int | None) -> None:
+        """Takes files of ``present`` the log does not know, in name order, until it
+        holds ``upto`` files (None: all). (A job directory written before the log
+        existed has positions in today's listing: this takes its files as they are.)"""
+        new = sorted(n for n in present if not log.knows(n) and (self.target is None or n in self.target))
+        log.take([present[n] for n in new[: None if upto is None else max(0, upto - len(log))]])
 
     def read(self, partition: _Files):
         file_format = self.options["file_format"]

@@ -48,6 +48,21 @@ def test_fresh_then_path_a_then_path_b(directory):
         assert (again.generation, again.floor_ms, again.restored, again.heartbeats) == (1, 2000, {0, 1}, True)
 
 
+def test_the_files_log_lives_through_restarts_and_a_fresh_start_empties_it(directory):
+    record = directory.fs.join(directory.input_log, "0000000000.json")
+    directory.fs.write_atomic(record, b'[["a.txt", 3, 1]]')  # taken before a crash, nothing committed
+    assert directory.plan(2).path is RecoveryPath.FRESH
+    assert not directory.fs.exists(record)
+
+    directory.fs.write_atomic(record, b'[["a.txt", 3, 1]]')
+    checkpoint_all(directory, 1000)
+    spark_has_a_query(directory)
+    assert directory.plan(2).path is RecoveryPath.SAME_CHECKPOINT
+    directory.fs.delete(directory.spark)
+    assert directory.plan(2).path is RecoveryPath.FROM_CLOCK
+    assert directory.fs.exists(record)
+
+
 def test_another_number_of_key_groups_is_refused(directory):
     directory.plan(2)
     with pytest.raises(ValueError, match=r"written with key_groups=2, this job has key_groups=3"):

@@ -12,6 +12,9 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
 from persistent.badrecords import BadRecord
+from persistent.files_log import InputFileChangedError
+from persistent.filesystems import JobStorage
+from state.errors import CorruptCheckpointError
 from persistent.sources import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, GeneratorSource, _FilesReader, _GeneratorReader
 
 
@@ -51,8 +54,12 @@ def test_generator_available_now_stops_at_what_was_there():
     assert reader.latestOffset({"index": 0}, ReadAllAvailable()) == {"index": 7}
 
 
-def files_reader(directory, file_format, start_ms=0, **kwargs):
-    return _FilesReader(FilesSource(str(directory), file_format, **kwargs).options(start_ms))
+def files_reader(directory, file_format, start_ms=0, job=None, **kwargs):
+    """The reader Spark makes on the driver; with ``job``, the files log is kept there."""
+    options = FilesSource(str(directory), file_format, **kwargs).options(start_ms)
+    if job is not None:
+        options |= {"job_directory": str(job), "webhdfs_address": ""}
+    return _FilesReader(options)
 
 
 def test_text_lines_get_times_from_file_order_and_line_number(tmp_path):
@@ -199,3 +206,165 @@ def test_a_missing_input_directory_has_no_backlog_and_its_reader_names_it(tmp_pa
     assert source.backlog() is None
     with pytest.raises(FileNotFoundError, match=f"input directory {tmp_path / 'nothing'} does not exist"):
         _FilesReader(source.options(0)).prepareForTriggerAvailableNow()
+
+
+# -- files that change after they were read -----------------------------------------
+#
+# Input in tmp_path/"in", the job directory (with the files log) in tmp_path/"job".
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    (tmp_path / "in").mkdir()
+    return tmp_path / "in"
+
+
+@pytest.fixture
+def reader(tmp_path, inputs):
+    """A files reader of the job in tmp_path/"job": every call is a new one, as after a restart."""
+    return lambda file_format="text", start_ms=0: files_reader(inputs, file_format, start_ms, job=tmp_path / "job")
+
+def write_lines(directory, name, *lines):
+    (directory / name).write_text("".join(f"{line}\n" for line in lines))
+
+
+def read_all(reader, start):
+    """``(end offset, [(file name, time, line)])`` of reading everything after ``start``."""
+    end = reader.latestOffset(start, ReadAllAvailable())
+    return end, [(os.path.basename(r["key"]), r["timestamp"], r["value"]) for r in rows(reader, start, end)]
+
+
+def test_deleting_a_read_file_neither_skips_a_new_file_nor_moves_later_times(inputs, reader):
+    write_lines(inputs, "a.txt", "a1", "a2")
+    write_lines(inputs, "b.txt", "b1")
+    going_on = reader()
+    read, _ = read_all(going_on, {"files": 0})
+    (inputs / "a.txt").unlink()
+    write_lines(inputs, "c.txt", "c1")
+    # The same query going on, and one restarted from Spark's checkpoint, read the same.
+    end, lines = read_all(going_on, read)
+    assert lines == [("c.txt", 2 * FILE_SPAN_MS + 1, "c1")]
+    restarted = reader()
+    assert rows(restarted, read, end) == rows(going_on, read, end)
+    restarted.prepareForTriggerAvailableNow()
+    assert restarted.latestOffset(read, ReadMaxFiles(5)) == {"files": 3}
+
+
+def test_a_new_file_sorting_before_read_files_is_read_after_them(inputs, reader):
+    write_lines(inputs, "b.txt", "b1")
+    write_lines(inputs, "c.txt", "c1")
+    read, _ = read_all(reader(), {"files": 0})
+    write_lines(inputs, "a.txt", "a1", "a2")
+    end, lines = read_all(reader(), read)
+    assert lines == [("a.txt", 2 * FILE_SPAN_MS + 1, "a1"), ("a.txt", 2 * FILE_SPAN_MS + 2, "a2")]
+    assert read_all(reader(), end)[1] == []
+
+
+def test_a_rewind_after_deleting_a_read_file_gives_every_line_its_first_time(inputs, reader):
+    for name in "abc":
+        write_lines(inputs, f"{name}.txt", f"{name}1")
+    read_all(reader(), {"files": 0})
+    (inputs / "a.txt").unlink()
+    rewound = reader(start_ms=FILE_SPAN_MS + 1)  # path B, in b.txt
+    assert read_all(rewound, rewound.initialOffset())[1] == [
+        ("b.txt", FILE_SPAN_MS + 1, "b1"), ("c.txt", 2 * FILE_SPAN_MS + 1, "c1")
+    ]
+
+
+def test_jsonl_files_deleted_after_reading_are_not_read_again_and_new_ones_are(inputs, reader):
+    for name, t in (("a", 1), ("b", 2)):
+        (inputs / f"{name}.jsonl").write_text(f'{{"key": "{name}", "timestamp": {t}}}\n')
+    read, _ = read_all(reader("jsonl"), {"files": 0})
+    (inputs / "a.jsonl").unlink()
+    (inputs / "c.jsonl").write_text('{"key": "c", "timestamp": 3}\n')
+    assert read_all(reader("jsonl"), read)[1] == [("c", 3, '{"key": "c", "timestamp": 3}')]
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite", "touch", "replace"])
+def test_a_read_file_that_changes_is_refused_naming_it(inputs, reader, change):
+    write_lines(inputs, "a.txt", "one", "two")
+    write_lines(inputs, "b.txt", "three")
+    read, _ = read_all(reader(), {"files": 0})
+    path = inputs / "a.txt"
+    before = path.stat()
+    if change == "append":
+        with open(path, "a") as f:
+            f.write("four\n")
+    elif change == "rewrite":  # same size, new content
+        path.write_text("ONE\nTWO\n")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000))
+    elif change == "touch":
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000))
+    else:  # deleted, and a file of another size written under its name
+        path.unlink()
+        write_lines(inputs, "a.txt", "new")
+    write_lines(inputs, "c.txt", "five")
+    with pytest.raises(InputFileChangedError) as refused:
+        reader().latestOffset(read, ReadAllAvailable())
+    assert refused.value.path == str(path)
+    assert "a.txt" in str(refused.value) and "new file" in str(refused.value)
+
+
+def test_a_rewind_that_needs_a_deleted_file_is_refused_naming_it(inputs, reader):
+    write_lines(inputs, "a.txt", "a1")
+    write_lines(inputs, "b.txt", "b1")
+    read_all(reader(), {"files": 0})
+    (inputs / "b.txt").unlink()
+    rewound = reader(start_ms=FILE_SPAN_MS + 1)  # path B, in b.txt
+    with pytest.raises(InputFileChangedError) as refused:
+        read_all(rewound, rewound.initialOffset())
+    assert refused.value.path == str(inputs / "b.txt")
+    assert "gone" in str(refused.value)
+
+
+def test_files_backlog_counts_read_files_that_were_deleted(tmp_path, inputs, reader):
+    write_lines(inputs, "a.txt", "a1")
+    write_lines(inputs, "b.txt", "b1")
+    read_all(reader(), {"files": 0})
+    (inputs / "a.txt").unlink()
+    write_lines(inputs, "c.txt", "c1")
+    backlog = FilesSource(str(inputs), "text").backlog(FILE_SPAN_MS + 1, JobStorage(str(tmp_path / "job")))
+    assert (backlog.begin, backlog.end) == (1, 3)
+
+
+def test_a_job_directory_without_a_log_keeps_the_positions_of_the_sorted_listing(inputs, reader):
+    for name in "abc":
+        write_lines(inputs, f"{name}.txt", f"{name}1")
+    # Spark's checkpoint says two files are read; the directory predates the log.
+    end, lines = read_all(reader(), {"files": 2})
+    assert (end, lines) == ({"files": 3}, [("c.txt", 2 * FILE_SPAN_MS + 1, "c1")])
+    assert rows(reader(), {"files": 1}, {"files": 2})[0]["value"] == "b1"
+
+
+def test_available_now_takes_only_the_files_there_when_it_began(inputs, reader):
+    write_lines(inputs, "a.txt", "a1")
+    bounded = reader()
+    bounded.prepareForTriggerAvailableNow()
+    write_lines(inputs, "b.txt", "b1")
+    assert read_all(bounded, {"files": 0}) == ({"files": 1}, [("a.txt", 1, "a1")])
+    assert read_all(reader(), {"files": 1})[1] == [("b.txt", FILE_SPAN_MS + 1, "b1")]
+
+
+def test_a_damaged_log_record_is_refused_naming_it(tmp_path, inputs, reader):
+    write_lines(inputs, "a.txt", "a1")
+    read_all(reader(), {"files": 0})
+    (record,) = (tmp_path / "job" / "input").iterdir()
+    record.write_text("[[")
+    with pytest.raises(CorruptCheckpointError, match=f"{record} is corrupt"):
+        read_all(reader(), {"files": 1})
+
+
+def test_check_before_a_run_refuses_what_the_reader_would(tmp_path, inputs, reader):
+    job = JobStorage(str(tmp_path / "job"))
+    for name in "ab":
+        write_lines(inputs, f"{name}.txt", f"{name}1")
+    read_all(reader(), {"files": 0})
+    source = FilesSource(str(inputs), "text")
+    (inputs / "a.txt").unlink()
+    source.check(None, job)  # going on from Spark's checkpoint needs no read file
+    source.check(FILE_SPAN_MS + 1, job)  # a reread from b.txt needs only b.txt
+    with pytest.raises(InputFileChangedError, match="a.txt was read as file 0 and is needed again"):
+        source.check(1, job)
+    (inputs / "b.txt").write_text("b1 and more\n")
+    with pytest.raises(InputFileChangedError, match="b.txt changed after it was read as file 1"):
+        source.check(None, job)

@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from persistent.files_log import InputFileChangedError
 from persistent.recovery import RecoveryPath
 from persistent.sources import FILE_SPAN_MS
 from state.fs import LocalFileSystem
@@ -51,6 +52,15 @@ def run(spark, tmp_path):
     return job.run(spark)
 
 
+def restart_from_clock(spark, tmp_path, new_file):
+    """Path B: Spark's checkpoint is lost, and ``new_file`` arrives meanwhile."""
+    shutil.rmtree(tmp_path / "ck" / "spark")
+    write_corpus(tmp_path / "in", [new_file])
+    restarted = run(spark, tmp_path)
+    assert restarted.recovery.path is RecoveryPath.FROM_CLOCK
+    return restarted
+
+
 def sink_counts(tmp_path):
     with sqlite3.connect(tmp_path / "out.db") as db:
         return dict(db.execute("SELECT word, count FROM wordcount").fetchall())
@@ -75,10 +85,7 @@ def test_counts_equal_an_independent_count_and_both_restart_paths_change_nothing
     assert sink_counts(tmp_path) == expected_counts(LINES[:3])
 
     # Path B: Spark's checkpoint is lost; a new file arrives meanwhile.
-    shutil.rmtree(tmp_path / "ck" / "spark")
-    write_corpus(tmp_path / "in", [(3, LINES[3])])
-    restarted = run(spark, tmp_path)
-    assert restarted.recovery.path is RecoveryPath.FROM_CLOCK
+    restarted = restart_from_clock(spark, tmp_path, new_file=(3, LINES[3]))
     # The bar counts from the file the clock rewound to, to the new one.
     first_file = (restarted.recovery.floor_ms - 1) // FILE_SPAN_MS
     assert f"] {4 - first_file}/{4 - first_file} files 100%" in capsys.readouterr().err
@@ -87,3 +94,29 @@ def test_counts_equal_an_independent_count_and_both_restart_paths_change_nothing
     after = clock(tmp_path)
     assert after.clock_ms >= record.clock_ms
     assert after.clock_ms == min(after.task_clocks.values())
+
+
+def test_deleting_a_read_file_and_adding_another_counts_every_word_once(spark, tmp_path):
+    write_corpus(tmp_path / "in", enumerate(LINES[:2]))
+    run(spark, tmp_path)
+    (tmp_path / "in" / "000.txt").unlink()  # read already
+    write_corpus(tmp_path / "in", [(2, LINES[2])])
+    again = run(spark, tmp_path)
+    assert again.recovery.path is RecoveryPath.SAME_CHECKPOINT
+    assert sink_counts(tmp_path) == expected_counts(LINES[:3])
+
+    # Path B rereads from the clock, which lies in the newest file read: the deleted
+    # file's absence moves no time.
+    restart_from_clock(spark, tmp_path, new_file=(3, LINES[3]))
+    assert sink_counts(tmp_path) == expected_counts(LINES)
+
+
+def test_a_read_file_that_grows_is_refused_before_the_query_starts_naming_it(spark, tmp_path):
+    write_corpus(tmp_path / "in", enumerate(LINES[:2]))
+    run(spark, tmp_path)
+    with open(tmp_path / "in" / "000.txt", "a") as grown:
+        grown.write("the end again\n")
+    with pytest.raises(InputFileChangedError, match=r"000\.txt changed after it was read as file 0") as refused:
+        run(spark, tmp_path)
+    assert refused.value.path == str(tmp_path / "in" / "000.txt")
+    assert sink_counts(tmp_path) == expected_counts(LINES[:2])
