@@ -323,10 +323,11 @@ def parser() -> argparse.ArgumentParser:
         usage="persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]",
         help="run an application with spark-submit and the project's defaults",
         description=(
-            "Runs pyspark's spark-submit with --properties-file conf/spark-defaults.conf, the driver "
-            "logging at WARN (conf/log4j2.properties) and PYSPARK_PYTHON set to this Python unless it "
-            "is set. Options before APP.py go to spark-submit and override the defaults; the arguments "
-            "after it go to the application (so 'persistent run APP.py --help' prints its help)."
+            "Runs pyspark's spark-submit with the defaults that ship in the package (--properties-file "
+            "persistent/conf/spark-defaults.conf), the driver logging at WARN (persistent/conf/log4j2.properties) "
+            "and PYSPARK_PYTHON set to this Python unless it is set. Options before APP.py go to spark-submit and "
+            "override the defaults; the arguments after it go to the application (so 'persistent run APP.py "
+            "--help' prints its help)."
         ),
     )
 

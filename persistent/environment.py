@@ -23,7 +23,6 @@ DEPENDENCIES = {
     "pandas": "pandas>=2.2,<3",
     "pyarrow": "pyarrow",
     "numpy": "numpy",
-    "cloudpickle": "cloudpickle",
     "datasketches": "datasketches",
 }
 

@@ -1,18 +1,19 @@
-"""A SparkSession with the project's defaults (``conf/spark-defaults.conf``), and where
-``conf/`` is."""
+"""A SparkSession with the project's defaults (``persistent/conf/spark-defaults.conf``),
+and where they are: inside the package, so an installed wheel carries them."""
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from importlib.resources import files
 
 from persistent.environment import check_java
 
 __all__ = ["spark_session", "CONF_DIR", "DEFAULTS_FILE", "LOGGING_FILE"]
 
-#: The project's configuration directory, beside the packages.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+#: The project's configuration directory, package data of ``persistent``: a directory,
+#: or a place inside the zip of the packages shipped with ``--py-files``.
+CONF_DIR = files("persistent") / "conf"
 #: Spark properties for every job.
 DEFAULTS_FILE = CONF_DIR / "spark-defaults.conf"
 #: The driver's log4j2 configuration for ``persistent run``: warnings and errors only.
@@ -21,12 +22,11 @@ LOGGING_FILE = CONF_DIR / "log4j2.properties"
 
 def _defaults() -> dict[str, str]:
     settings = {}
-    if DEFAULTS_FILE.exists():
-        for line in DEFAULTS_FILE.read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                key, _, value = line.partition(" ")
-                settings[key] = value.strip()
+    for line in DEFAULTS_FILE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            settings[key] = value.strip()
     return settings
 
 
