@@ -2,7 +2,8 @@
 
 ``check_laws(monoid, a, b, c)`` checks every law on three values;
 ``check_monoid_laws(monoid, values)`` draws the values (and columns with random keys)
-from a hypothesis strategy and runs the same checks on each draw. A broken law raises
+from a hypothesis strategy and runs the same checks on each draw (hypothesis comes with
+the ``laws`` extra: ``pip install 'persistent-state[laws]'``). A broken law raises
 ``AssertionError`` naming the law, the monoid and the values.
 
 Values are compared with ``equiv``, by default the monoid's ``equivalent`` (``==``
@@ -173,8 +174,14 @@ def check_monoid_laws(
     Uses the active hypothesis settings profile, with ``max_examples`` and no deadline;
     raises the ``AssertionError`` of the simplest failing example hypothesis finds.
     """
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    try:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+    except ImportError as exc:
+        raise ImportError(
+            "check_monoid_laws draws its values with hypothesis, which is not installed: "
+            "pip install 'persistent-state[laws]'"
+        ) from exc
 
     rows = st.lists(st.tuples(st.integers(0, _KEYS - 1), values), max_size=_MAX_ROWS)
 
