@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
 
 def build_job(args) -> Job:
     if args.input:
-        source = FilesSource(args.input, args.input_format)
+        source = FilesSource(args.input, args.input_format, webhdfs_address=args.webhdfs_address)
     else:
         source = GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch)
     return Job(

@@ -46,7 +46,8 @@ def split_words(lines):
 def build_job(args) -> Job:
     return Job(
         task=WordCount(),
-        source=FilesSource(args.input, "text", max_files_per_batch=args.files_per_batch),
+        source=FilesSource(args.input, "text", max_files_per_batch=args.files_per_batch,
+                           webhdfs_address=args.webhdfs_address),
         prepare=split_words,
         **job_settings(args, table="wordcount", key_column="word", value_column="count"),
     )
@@ -55,7 +56,8 @@ def build_job(args) -> Job:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input", required=True,
-                   help="directory of text files (new ones taken in name order; a file once read must not change)")
+                   help="directory of text files: a local path, or a file://, hdfs://, s3:// or gs:// URI (new files are "
+                        "taken in name order; a file once read must not change)")
     p.add_argument("--files-per-batch", type=int, default=1, help="files read per micro-batch")
     add_job_options(p)
     return p

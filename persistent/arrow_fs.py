@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from state.fs import FileSystem, storage_error
+from state.fs import FileStatus, FileSystem, storage_error
 
 __all__ = ["ArrowFileSystem", "SCHEMES"]
 
@@ -82,6 +83,22 @@ class ArrowFileSystem(FileSystem):
         selector = pafs.FileSelector(self._path(path), allow_not_found=True)
         with self._errors("list", path):
             return sorted(info.base_name for info in self.arrow.get_file_info(selector))
+
+    def list_files(self, path: str) -> list[FileStatus]:
+        """The files (not directories) in directory ``path``, by name;
+        ``FileNotFoundError`` when it does not exist."""
+        with self._errors("list", path):
+            infos = self.arrow.get_file_info(pafs.FileSelector(self._path(path)))
+        return sorted(
+            (FileStatus(info.base_name, info.size, info.mtime_ns or 0)
+             for info in infos if info.type == pafs.FileType.File),
+            key=lambda f: f.name,
+        )
+
+    def open_input(self, path: str) -> BinaryIO:
+        """File ``path`` opened for reading, seekable."""
+        with self._errors("read", path):
+            return self.arrow.open_input_file(self._path(path))
 
     def delete(self, path: str) -> None:
         kind = self._type(path)

@@ -22,14 +22,14 @@ directory the log is kept in memory only.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
+import posixpath
 from datetime import datetime, timezone
+from typing import BinaryIO, Protocol
 
 from state.errors import CorruptCheckpointError
-from state.fs import FileSystem
+from state.fs import FileStatus, FileSystem
 
-__all__ = ["InputFile", "FilesLog", "InputFileChangedError", "listing"]
+__all__ = ["InputFileSystem", "FilesLog", "InputFileChangedError", "listing"]
 
 
 class InputFileChangedError(ValueError):
@@ -40,39 +40,33 @@ class InputFileChangedError(ValueError):
         self.path = path
 
 
-@dataclass(frozen=True)
-class InputFile:
-    """A file as the source took it."""
+class InputFileSystem(Protocol):
+    """What the files source needs of a file system (``persistent.filesystems``' file
+    systems have it)."""
 
-    name: str
-    size: int
-    mtime_ns: int
+    def list_files(self, path: str) -> list[FileStatus]: ...
 
-    def json(self) -> list:
-        return [self.name, self.size, self.mtime_ns]
-
-    def describe(self) -> str:
-        modified = datetime.fromtimestamp(self.mtime_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
-        return f"{self.size} bytes, modified {modified}"
+    def open_input(self, path: str) -> BinaryIO: ...
 
 
-def listing(directory: str) -> dict[str, InputFile]:
+def listing(fs: InputFileSystem, directory: str) -> dict[str, FileStatus]:
     """The input files of ``directory`` by name (names starting with ``.`` or ``_`` are
     not input)."""
     try:
-        entries = list(os.scandir(directory))
+        files = fs.list_files(directory)
     except FileNotFoundError:
         raise FileNotFoundError(f"files source: input directory {directory} does not exist") from None
-    files = {}
-    for entry in entries:
-        if entry.name.startswith((".", "_")):
-            continue
-        try:
-            stat = entry.stat()
-        except FileNotFoundError:  # deleted since the listing
-            continue
-        files[entry.name] = InputFile(entry.name, stat.st_size, stat.st_mtime_ns)
-    return files
+    return {f.name: f for f in files if not f.name.startswith((".", "_"))}
+
+
+def _input_path(directory: str, name: str) -> str:
+    """The path (or URI) of file ``name`` of input ``directory``."""
+    return posixpath.join(directory, name)
+
+
+def _describe(taken: FileStatus) -> str:
+    modified = datetime.fromtimestamp(taken.mtime_ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
+    return f"{taken.size} bytes, modified {modified}"
 
 
 class FilesLog:
@@ -83,26 +77,28 @@ class FilesLog:
         self.directory = directory
         self.fs = fs
         self.path = path
-        self.files: list[InputFile] = self._load()
+        self._records: list[int] = []  # the number of each record's first file
+        self.files: list[FileStatus] = self._load()
         self._names = {f.name: i for i, f in enumerate(self.files)}
 
-    def _load(self) -> list[InputFile]:
+    def _load(self) -> list[FileStatus]:
         if self.fs is None:
             return []
-        files: list[InputFile] = []
+        files: list[FileStatus] = []
         for name in self.fs.list_names(self.path):
             if not (name.endswith(".json") and name[:-5].isdigit()):
                 continue  # a temporary file of an unfinished write
             record = self.fs.join(self.path, name)
             try:
                 first = int(name[:-5])
-                taken = [InputFile(str(n), int(s), int(t)) for n, s, t in json.loads(self.fs.read_bytes(record))]
+                taken = [FileStatus(str(n), int(s), int(t)) for n, s, t in json.loads(self.fs.read_bytes(record))]
             except (ValueError, TypeError) as exc:
                 raise CorruptCheckpointError(f"files source: {record} is corrupt ({exc})") from exc
             if first != len(files):
                 raise CorruptCheckpointError(
                     f"files source: {record} starts at file {first}, but the records before it hold {len(files)} files"
                 )
+            self._records.append(first)
             files.extend(taken)
         return files
 
@@ -112,30 +108,44 @@ class FilesLog:
     def knows(self, name: str) -> bool:
         return name in self._names
 
-    def take(self, files: list[InputFile]) -> None:
+    def take(self, files: list[FileStatus]) -> None:
         """Appends ``files`` (durably first, when the log has a place)."""
         if not files:
             return
-        if self.fs is not None:
-            record = self.fs.join(self.path, f"{len(self.files):010d}.json")
-            self.fs.write_atomic(record, json.dumps([f.json() for f in files]).encode())
+        first = len(self.files)
+        self._write(first, files)
+        self._records.append(first)
         for f in files:
             self._names[f.name] = len(self.files)
             self.files.append(f)
 
-    def check(self, present: dict[str, InputFile]) -> None:
+    def retake(self, index: int, now: FileStatus) -> None:
+        """Takes file ``index`` again as ``now`` (durably first): for a file whose
+        micro-batch failed before any of its effects, fixed before the replay."""
+        first = max(start for start in self._records if start <= index)
+        following = [start for start in self._records if start > index]
+        files = [*self.files[first:index], now, *self.files[index + 1:following[0] if following else None]]
+        self._write(first, files)
+        self.files[index] = now
+
+    def _write(self, first: int, files: list[FileStatus]) -> None:
+        if self.fs is not None:
+            record = self.fs.join(self.path, f"{first:010d}.json")
+            self.fs.write_atomic(record, json.dumps([[f.name, f.size, f.mtime_ns] for f in files]).encode())
+
+    def check(self, present: dict[str, FileStatus]) -> None:
         """Refuses a file of the log that ``present`` shows changed."""
         for name, now in present.items():
             index = self._names.get(name)
             if index is not None and now != self.files[index]:
                 raise self._changed(index, now)
 
-    def needed(self, first: int, end: int, present: dict[str, InputFile]) -> list[tuple[int, str]]:
+    def needed(self, first: int, end: int, present: dict[str, FileStatus]) -> list[tuple[int, str]]:
         """``(number, path)`` of files ``first`` to ``end`` (exclusive), each present as taken."""
         needed = []
         for index in range(first, end):
             taken = self.files[index]
-            path = os.path.join(self.directory, taken.name)
+            path = _input_path(self.directory, taken.name)
             now = present.get(taken.name)
             if now is None:
                 raise InputFileChangedError(
@@ -149,12 +159,12 @@ class FilesLog:
             needed.append((index, path))
         return needed
 
-    def _changed(self, index: int, now: InputFile) -> InputFileChangedError:
+    def _changed(self, index: int, now: FileStatus) -> InputFileChangedError:
         taken = self.files[index]
-        path = os.path.join(self.directory, taken.name)
+        path = _input_path(self.directory, taken.name)
         return InputFileChangedError(
             path,
-            f"files source: {path} changed after it was read as file {index} ({taken.describe()}; now "
-            f"{now.describe()}): what it held is in the state already, and its new content cannot be read "
+            f"files source: {path} changed after it was read as file {index} ({_describe(taken)}; now "
+            f"{_describe(now)}): what it held is in the state already, and its new content cannot be read "
             f"exactly. Put it back as it was, and write new input to a new file",
         )

@@ -19,9 +19,12 @@ __all__ = ["add_job_options", "job_settings", "run"]
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--checkpoint``, ``--output``, ``--available-now``, ``--master``,
-    ``--interval-ms``, ``--key-groups``, ``--bad-records`` and ``--delivery``."""
+    """Adds ``--checkpoint``, ``--webhdfs-address``, ``--output``, ``--available-now``,
+    ``--master``, ``--interval-ms``, ``--key-groups``, ``--bad-records`` and ``--delivery``."""
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
+    parser.add_argument("--webhdfs-address",
+                        help="the HDFS NameNode's HTTP address (http://HOST:PORT) for hdfs:// checkpoint and input "
+                             "directories (default: the NameNode's host, port 9870)")
     parser.add_argument(
         "--output", required=True,
         help="sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, a Parquet directory, or console",
@@ -47,6 +50,7 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
     return dict(
         sink=sink_from_uri(args.output, table=table, key_column=key_column, value_column=value_column),
         checkpoint_dir=args.checkpoint,
+        webhdfs_address=args.webhdfs_address,
         checkpoint_interval_ms=args.interval_ms,
         key_groups=args.key_groups,
         bad_records=args.bad_records,

@@ -10,6 +10,8 @@
     DIR/progress/              one JSON record per committed micro-batch (the newest 100)
     DIR/input/                 the files source's log of the files it took
                                (``persistent.files_log``)
+    DIR/failed-batch           the micro-batch that last failed on a bad record, before
+                               any of its effects (its input may be fixed for the replay)
     DIR/rescale/               only while key groups are re-split (``persistent.rescale``)
 
 A job starts in one of three ways:
@@ -124,6 +126,7 @@ class JobDirectory:
         self._generation = fs.join(self.root, "generation")
         self.progress = fs.join(self.root, "progress")
         self.input_log = fs.join(self.root, "input")
+        self._failed_batch = fs.join(self.root, "failed-batch")
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
@@ -135,6 +138,40 @@ class JobDirectory:
         self.fs.write_atomic(self.fs.join(self.progress, name), json.dumps(record, sort_keys=True).encode())
         for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
             self.fs.delete(self.fs.join(self.progress, old))
+
+    def record_failed_batch(self, generation: int, batch: int) -> None:
+        """Records that Spark's micro-batch ``batch`` of ``generation`` failed before any of
+        its effects (on a bad record, with ``BadRecords.FAIL``): its input may be fixed
+        before the replay."""
+        record = {"generation": generation, "batch": batch}
+        self.fs.write_atomic(self._failed_batch, json.dumps(record).encode())
+
+    def failed_batch_offsets(self) -> tuple[list[str], list[str]] | None:
+        """The offsets (JSON, one per source of the query) where the micro-batch recorded
+        by ``record_failed_batch`` starts and ends, while Spark's checkpoint is to replay
+        it: it is of the current generation, Spark's newest and not committed. None
+        otherwise, and for a generation's first micro-batch (its start is in no log)."""
+        try:
+            record = json.loads(self.fs.read_bytes(self._failed_batch))
+        except FileNotFoundError:
+            return None
+        current = self.read_generation()
+        batch = record["batch"]
+        offsets = self.fs.join(self.spark, "offsets")
+        newest = max((int(n) for n in self.fs.list_names(offsets) if n.isdigit()), default=None)
+        if (current is None or record["generation"] != current["generation"] or batch != newest or batch == 0
+                or self.fs.exists(self.fs.join(self.spark, "commits", str(batch)))):
+            return None
+        return self._source_offsets(batch - 1), self._source_offsets(batch)
+
+    def _source_offsets(self, batch: int) -> list[str]:
+        """The end offsets of the query's sources in Spark's offset log entry ``batch``:
+        its lines are a version, the batch's metadata, then one offset per source."""
+        entry = self.fs.join(self.spark, "offsets", str(batch))
+        lines = self.fs.read_bytes(entry).decode().splitlines()
+        if len(lines) < 3:
+            raise CorruptCheckpointError(f"{entry} holds {len(lines)} lines, not a version, metadata and offsets")
+        return lines[2:]
 
     def read_generation(self) -> dict | None:
         """The current start's ``generation``, ``floor_ms``, ``key_groups`` (``None`` if

@@ -635,6 +635,7 @@ class _Committer:
         records = frame.where(F.col("kind") == "bad").select(BAD_RECORD_COLUMN)
         if self.job.bad_records is BadRecords.FAIL:
             first = records.orderBy(BAD_RECORD_COLUMN).first()[0]
+            self.directory.record_failed_batch(batch.generation, batch.batch)
             raise BadRecordError(BadRecord.from_json(first), count, f"micro-batch {batch.generation}.{batch.batch}")
         self.job.dead_letters.write(records, batch)
         return count

@@ -9,7 +9,10 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
 - ``generator``: message ``i`` (from 0) has key ``k{i % keys}``, value ``i`` and event
   time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows the
   sequence).
-- ``files``: a directory of text, JSON-lines or Parquet files. New files are taken in
+- ``files``: a directory of text, JSON-lines or Parquet files, on any file system of
+  ``persistent.filesystems`` (a local path, ``file://``, ``hdfs://`` over WebHDFS,
+  ``webhdfs://``, ``s3://``, ``gs://``): the driver lists it, the executors read the
+  files (names starting with ``.`` or ``_`` are not input). New files are taken in
   name order into the job's log of files (``persistent.files_log``): a file read is
   never read again, whatever sorts before it later, and a read file that changes is
   refused. Line ``n`` (from 0) of the ``f``-th text file taken has event time
@@ -29,11 +32,14 @@ order: ``persistent.runtime``.)
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import BinaryIO
+from urllib.parse import urlparse
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -44,9 +50,10 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord
-from persistent.files_log import FilesLog, InputFile, listing
-from persistent.filesystems import JobStorage
+from persistent.files_log import FilesLog, InputFileSystem, listing
+from persistent.filesystems import JobStorage, cached_filesystem
 from persistent.progress import Backlog
+from state.fs import FileStatus
 
 __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
 
@@ -222,6 +229,8 @@ class FilesSource(Source):
 
     For JSON lines and Parquet, ``timestamp_field`` holds the event time (ms, or a
     Parquet timestamp), ``key_field`` the key, and the whole record (as JSON) is the value.
+    For an ``hdfs://`` directory, ``webhdfs_address`` is the NameNode's HTTP address
+    (default: its host, port 9870).
     """
 
     directory: str
@@ -229,6 +238,7 @@ class FilesSource(Source):
     max_files_per_batch: int = 1
     timestamp_field: str = "timestamp"
     key_field: str = "key"
+    webhdfs_address: str | None = None
     key_type = "string"
     value_type = "string"
     format = "persistent_files"
@@ -243,7 +253,8 @@ class FilesSource(Source):
 
     def options(self, start_ms: int) -> dict[str, str]:
         return {
-            "directory": os.path.abspath(self.directory),
+            "directory": _input_directory(self.directory),
+            "input_webhdfs_address": self.webhdfs_address or "",
             "file_format": self.file_format,
             "max_files_per_batch": str(self.max_files_per_batch),
             "timestamp_field": self.timestamp_field,
@@ -254,21 +265,60 @@ class FilesSource(Source):
     def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
         """Refuses a read file that changed, and a file a reread from ``start_ms`` needs
         that is gone (``persistent.files_log``)."""
-        directory = os.path.abspath(self.directory)
-        if not os.path.isdir(directory):
+        present = self._present()
+        if present is None:
             return  # the query fails, naming the directory
-        log, present = _files_log(directory, job), listing(directory)
+        log = _files_log(_input_directory(self.directory), job)
+        if start_ms is None and job is not None:
+            _retake_fixed_files(log, present, job)
         log.check(present)
         if start_ms is not None:
             log.needed(_first_file(start_ms, self.file_format), len(log), present)
 
     def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
-        directory = os.path.abspath(self.directory)
-        if not os.path.isdir(directory):
+        present = self._present()
+        if present is None:
             return None  # the query fails, naming the directory
-        log = _files_log(directory, job)
-        total = len(log) + sum(not log.knows(name) for name in listing(directory))
+        log = _files_log(_input_directory(self.directory), job)
+        total = len(log) + sum(not log.knows(name) for name in present)
         return Backlog("files", _first_file(start_ms, self.file_format), total, "files")
+
+    def _present(self) -> dict[str, FileStatus] | None:
+        """The input files by name; None when the directory does not exist."""
+        try:
+            return listing(_input_fs(self.options(0)), _input_directory(self.directory))
+        except FileNotFoundError:
+            return None
+
+
+def _retake_fixed_files(log: FilesLog, present: dict[str, FileStatus], job: JobStorage) -> None:
+    """Takes again the changed files of the micro-batch that failed on a bad record, if
+    Spark is to replay it: nothing of it reached the state or the sink, so its input may
+    be fixed (``JobDirectory.failed_batch_offsets``)."""
+    offsets = job.directory().failed_batch_offsets()
+    if offsets is None:
+        return
+    start, end = (_files_position(sources) for sources in offsets)
+    for index in range(start, min(end, len(log))):
+        now = present.get(log.files[index].name)
+        if now is not None and now != log.files[index]:
+            log.retake(index, now)
+
+
+def _files_position(offsets: list[str]) -> int:
+    """The files source's position among the offsets of a query's sources."""
+    (position,) = (offset["files"] for offset in map(json.loads, offsets) if isinstance(offset, dict) and "files" in offset)
+    return position
+
+
+def _input_directory(directory: str) -> str:
+    """``directory`` as the source's option: a URI as given, a local path made absolute."""
+    return directory if urlparse(directory).scheme else os.path.abspath(directory)
+
+
+def _input_fs(options: dict[str, str]) -> InputFileSystem:
+    """The file system of the input directory in a files source's ``options``."""
+    return cached_filesystem(options["directory"], options.get("input_webhdfs_address") or None)
 
 
 def _files_log(directory: str, job: JobStorage | None) -> FilesLog:
@@ -311,28 +361,31 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._log = _files_log(self.directory, self.job)
         return self._log
 
+    def _listing(self) -> dict[str, FileStatus]:
+        return listing(_input_fs(self.options), self.directory)
+
     def initialOffset(self) -> dict:
         return {"files": self.first}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = set(listing(self.directory))
+        self.target = set(self._listing())
 
     def getDefaultReadLimit(self):
         return ReadMaxFiles(self.max_files)
 
     def latestOffset(self, start: dict, limit) -> dict:
-        log, present = self.log(), listing(self.directory)
+        log, present = self.log(), self._listing()
         log.check(present)
         end = None if isinstance(limit, ReadAllAvailable) else start["files"] + limit.max_files
         self._take(log, present, end)
         return {"files": max(start["files"], len(log) if end is None else min(end, len(log)))}
 
     def partitions(self, start: dict, end: dict):
-        log, present = self.log(), listing(self.directory)
+        log, present = self.log(), self._listing()
         self._take(log, present, end["files"])
         return [_Files(index, (path,)) for index, path in log.needed(start["files"], end["files"], present)]
 
-    def _take(self, log: FilesLog, present: dict[str, InputFile], upto: int | None) -> None:
+    def _take(self, log: FilesLog, present: dict[str, FileStatus], upto: int | None) -> None:
         """Takes files of ``present`` the log does not know, in name order, until it
         holds ``upto`` files (None: all). (A job directory written before the log
         existed has positions in today's listing: this takes its files as they are.)"""
@@ -342,22 +395,29 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: _Files):
         file_format = self.options["file_format"]
         key_field, time_field = self.options["key_field"], self.options["timestamp_field"]
+        fs = _input_fs(self.options)
         for offset, path in enumerate(partition.paths):
-            if file_format == "text":
-                yield from _text_messages(path, (partition.first_index + offset) * FILE_SPAN_MS)
-            elif file_format == "jsonl":
-                yield from _jsonl_messages(path, key_field, time_field)
-            else:
-                yield from _parquet_messages(path, key_field, time_field)
+            with fs.open_input(path) as file:
+                if file_format == "text":
+                    yield from _text_messages(path, file, (partition.first_index + offset) * FILE_SPAN_MS)
+                elif file_format == "jsonl":
+                    yield from _jsonl_messages(path, file, key_field, time_field)
+                else:
+                    yield from _parquet_messages(path, file, key_field, time_field)
 
     def commit(self, end: dict) -> None:
         pass
 
 
-def _lines(path: str):
+def _text(file: BinaryIO, errors: str) -> io.TextIOWrapper:
+    """The lines of binary ``file`` as UTF-8 text; ``errors`` says what undecodable bytes become."""
+    return io.TextIOWrapper(file, encoding="utf-8", errors=errors)
+
+
+def _lines(file: BinaryIO):
     """``(number from 1, line, reason)``: ``reason`` says why a line is not UTF-8, else None."""
     # surrogateescape keeps undecodable bytes, so one bad line spoils only itself.
-    with open(path, encoding="utf-8", errors="surrogateescape") as lines:
+    with _text(file, "surrogateescape") as lines:
         for number, line in enumerate(lines, 1):
             line = line.rstrip("\n")
             if line.isascii():
@@ -376,17 +436,17 @@ def _bad(path: str, where: str, record: str, reason: str) -> tuple:
     return (None, None, None, BadRecord(f"{path} {where}", record, reason).json())
 
 
-def _text_messages(path: str, base_ms: int):
+def _text_messages(path: str, file: BinaryIO, base_ms: int):
     # Every line of text is a message: bytes that are not UTF-8 read as U+FFFD.
-    with open(path, encoding="utf-8", errors="replace") as lines:
+    with _text(file, "replace") as lines:
         for number, line in enumerate(lines):
             if number >= FILE_SPAN_MS - 1:
                 raise ValueError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
             yield (path, base_ms + number + 1, line.rstrip("\n"))
 
 
-def _jsonl_messages(path: str, key_field: str, time_field: str):
-    for number, line, reason in _lines(path):
+def _jsonl_messages(path: str, file: BinaryIO, key_field: str, time_field: str):
+    for number, line, reason in _lines(file):
         if reason is None and not line.strip():
             continue
         if reason is None:
@@ -426,13 +486,13 @@ def _integer(value) -> int | None:
         return None
 
 
-def _parquet_messages(path: str, key_field: str, time_field: str):
+def _parquet_messages(path: str, file: BinaryIO, key_field: str, time_field: str):
     """One Arrow batch per row group: the key and time columns, and each row as JSON."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
+    parquet = pq.ParquetFile(file)
     schema = parquet.schema_arrow
     problem = _parquet_schema_problem(schema, key_field, time_field)
     rows_before = 0

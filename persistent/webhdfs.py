@@ -19,14 +19,17 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 from hdfs import InsecureClient
 from hdfs.util import HdfsError
 
-from state.fs import TEMP_PREFIX, FileSystem
+from state.fs import TEMP_PREFIX, FileStatus, FileSystem
 
 __all__ = ["WebHdfsFileSystem", "DEFAULT_PORT", "SCHEMES"]
 
@@ -34,6 +37,8 @@ __all__ = ["WebHdfsFileSystem", "DEFAULT_PORT", "SCHEMES"]
 DEFAULT_PORT = 9870
 #: The URI schemes served: HDFS over HTTP, and HDFS's own (reached over HTTP).
 SCHEMES = ("webhdfs", "hdfs")
+#: ``open_input`` keeps a file up to this size in memory, a larger one in a temporary file.
+_SPOOL_BYTES = 64 << 20
 
 
 class WebHdfsFileSystem(FileSystem):
@@ -109,6 +114,29 @@ class WebHdfsFileSystem(FileSystem):
                 return sorted(self.client.list(self._path(path)))
         except FileNotFoundError:
             return []
+
+    def list_files(self, path: str) -> list[FileStatus]:
+        """The files (not directories) in directory ``path``, by name;
+        ``FileNotFoundError`` when it does not exist."""
+        with self._errors("list", path):
+            entries = self.client.list(self._path(path), status=True)
+        return sorted(
+            (FileStatus(name, status["length"], status["modificationTime"] * 1_000_000)
+             for name, status in entries if status["type"] == "FILE"),
+            key=lambda f: f.name,
+        )
+
+    def open_input(self, path: str) -> BinaryIO:
+        """File ``path``, downloaded whole and opened for reading, seekable."""
+        copy = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)
+        try:
+            with self._errors("read", path), self.client.read(self._path(path)) as reader:
+                shutil.copyfileobj(reader, copy)
+        except BaseException:
+            copy.close()
+            raise
+        copy.seek(0)
+        return copy
 
     def delete(self, path: str) -> None:
         with self._errors("delete", path):

@@ -25,11 +25,14 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 from state.errors import NoSpaceError, NotWritableError, StorageError
 
 __all__ = [
+    "FileStatus",
     "FileSystem",
     "LocalFileSystem",
     "local_path",
@@ -48,6 +51,15 @@ def local_path(uri: str) -> str:
     if parsed.scheme in ("", "file"):
         return parsed.path if parsed.scheme else uri
     raise ValueError(f"{uri!r} is not a local path or file:// URI")
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """A file as its directory's listing shows it."""
+
+    name: str
+    size: int
+    mtime_ns: int
 
 
 class FileSystem(ABC):
@@ -180,6 +192,23 @@ class LocalFileSystem(FileSystem):
             return sorted(os.listdir(local_path(path)))
         except FileNotFoundError:
             return []
+
+    def list_files(self, path: str) -> list[FileStatus]:
+        """The files (not directories) in directory ``path``, by name;
+        ``FileNotFoundError`` when it does not exist."""
+        files = []
+        for entry in os.scandir(local_path(path)):
+            try:
+                if entry.is_file():
+                    stat = entry.stat()
+                    files.append(FileStatus(entry.name, stat.st_size, stat.st_mtime_ns))
+            except FileNotFoundError:  # deleted since the listing
+                continue
+        return sorted(files, key=lambda f: f.name)
+
+    def open_input(self, path: str) -> BinaryIO:
+        """File ``path`` opened for reading, seekable."""
+        return open(local_path(path), "rb")
 
     def delete(self, path: str) -> None:
         target = local_path(path)

@@ -20,7 +20,7 @@ def parse(*argv):
 def test_defaults_are_exactly_once_dead_letters_and_key_groups_sized_at_the_start():
     settings = job_settings(parse("--output", "sqlite:///tmp/out.db"), "counts", "key", "count")
     assert isinstance(settings.pop("sink"), SQLiteSink)
-    assert settings == dict(checkpoint_dir="ck", checkpoint_interval_ms=1000, key_groups=None,
+    assert settings == dict(checkpoint_dir="ck", webhdfs_address=None, checkpoint_interval_ms=1000, key_groups=None,
                             bad_records="dead-letter", delivery="exactly-once")
     assert job_settings(parse("--output", "console", "--key-groups", "5"), "t", "k", "v")["key_groups"] == 5
 

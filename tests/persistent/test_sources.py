@@ -305,6 +305,51 @@ def test_a_read_file_that_changes_is_refused_naming_it(inputs, reader, change):
     assert "a.txt" in str(refused.value) and "new file" in str(refused.value)
 
 
+
+def spark_checkpoint(job, ends: list[int], committed: int):
+    """Spark's checkpoint in ``job``: micro-batch ``n`` read files up to ``ends[n]`` (and
+    the heartbeat source a beat), and the batches up to ``committed`` are committed."""
+    spark = job / "spark"
+    (spark / "offsets").mkdir(parents=True)
+    (spark / "commits").mkdir()
+    for batch, end in enumerate(ends):
+        (spark / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"files":{end}}}\n{{"beat":{batch}}}')
+        if batch <= committed:
+            (spark / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def test_a_file_of_a_micro_batch_that_failed_on_a_bad_record_may_be_fixed_before_its_replay(tmp_path, inputs, reader):
+    job = tmp_path / "job"
+    for name in "ab":
+        write_lines(inputs, f"{name}.txt", f"{name}1")
+    read_all(reader(), {"files": 0})
+    spark_checkpoint(job, ends=[1, 2], committed=0)  # micro-batch 1 read b.txt and failed
+    directory = JobStorage(str(job)).directory()
+    directory.record_key_groups(2)
+    directory.record_failed_batch(generation=0, batch=1)
+    write_lines(inputs, "b.txt", "b1 fixed")
+    source = FilesSource(str(inputs), "text")
+    source.check(None, JobStorage(str(job)))  # the replay of micro-batch 1 takes the fixed file
+    assert rows(reader(), {"files": 1}, {"files": 2})[0]["value"] == "b1 fixed"
+
+    write_lines(inputs, "a.txt", "a1 changed")  # micro-batch 0 is committed: its file is in the state
+    with pytest.raises(InputFileChangedError, match="a.txt changed after it was read as file 0"):
+        source.check(None, JobStorage(str(job)))
+
+
+def test_a_file_of_an_uncommitted_micro_batch_that_did_not_fail_on_a_bad_record_is_refused(tmp_path, inputs, reader):
+    # It may have reached the sink before the failure: its old content may be in the results.
+    job = tmp_path / "job"
+    for name in "ab":
+        write_lines(inputs, f"{name}.txt", f"{name}1")
+    read_all(reader(), {"files": 0})
+    spark_checkpoint(job, ends=[1, 2], committed=0)
+    JobStorage(str(job)).directory().record_key_groups(2)
+    write_lines(inputs, "b.txt", "b1 fixed")
+    with pytest.raises(InputFileChangedError, match="b.txt changed after it was read as file 1"):
+        FilesSource(str(inputs), "text").check(None, JobStorage(str(job)))
+
+
 def test_a_rewind_that_needs_a_deleted_file_is_refused_naming_it(inputs, reader):
     write_lines(inputs, "a.txt", "a1")
     write_lines(inputs, "b.txt", "b1")
@@ -368,3 +413,55 @@ def test_check_before_a_run_refuses_what_the_reader_would(tmp_path, inputs, read
     (inputs / "b.txt").write_text("b1 and more\n")
     with pytest.raises(InputFileChangedError, match="b.txt changed after it was read as file 1"):
         source.check(None, job)
+
+
+# -- input on other file systems ----------------------------------------------------
+
+
+def write_inputs(directory):
+    """A text, a JSON-lines and a Parquet file in ``directory``."""
+    write_lines(directory, "a.txt", "one", "two")
+    write_lines(directory, "b.jsonl", json.dumps({"key": "k", "timestamp": 7}), "not json")
+    pq.write_table(pa.table({"key": ["p", None], "timestamp": [9, 10]}), directory / "c.parquet")
+
+
+def rows_of(reader, partition):
+    return [r for item in reader.read(partition)
+            for r in (item.to_pylist() if isinstance(item, pa.RecordBatch) else [dict(zip(_FILES_COLUMNS, item))])]
+
+
+def read_as(directory, file_format, **kwargs):
+    """``(name, time, value, bad reason)`` of the files of ``file_format`` read from ``directory``."""
+    reader = files_reader(directory, file_format, **kwargs)
+    end = reader.latestOffset({"files": 0}, ReadAllAvailable())
+    read = [r for partition in reader.partitions({"files": 0}, end)
+            if partition.paths[0].endswith(read_as.names[file_format]) for r in rows_of(reader, partition)]
+    return [(r["key"] if file_format != "text" else os.path.basename(r["key"]), r["timestamp"], r["value"],
+             r.get("bad_record") and BadRecord.from_json(r["bad_record"]).reason) for r in read]
+
+
+read_as.names = {"text": "a.txt", "jsonl": "b.jsonl", "parquet": "c.parquet"}
+
+
+@pytest.mark.parametrize("file_format", ["text", "jsonl", "parquet"])
+def test_input_on_hdfs_reads_as_the_same_files_on_local_disk(tmp_path, hdfs, file_format):
+    url, root, log = hdfs
+    (root / "in").mkdir()
+    write_inputs(root / "in")
+    on_hdfs = read_as("hdfs://127.0.0.1:8020/in", file_format, webhdfs_address=url.replace("webhdfs", "http"))
+    assert on_hdfs == read_as(root / "in", file_format) and len(on_hdfs) == 2
+    assert {(role, op, path) for role, _, op, path, _ in log} >= {
+        ("namenode", "LISTSTATUS", "/in"), ("datanode", "OPEN", f"/in/{read_as.names[file_format]}")}
+
+
+@pytest.mark.parametrize("file_format", ["text", "jsonl", "parquet"])
+def test_input_on_s3_reads_as_the_same_files_on_local_disk(tmp_path, s3, file_format):
+    import pyarrow.fs as pafs
+
+    write_inputs(tmp_path)
+    store, bucket = pafs.FileSystem.from_uri(s3)
+    for name in read_as.names.values():
+        with store.open_output_stream(f"{bucket}/in/{name}") as out:
+            out.write((tmp_path / name).read_bytes())
+    on_s3 = read_as(f"{s3}/in", file_format)
+    assert on_s3 == read_as(tmp_path, file_format) and len(on_s3) == 2

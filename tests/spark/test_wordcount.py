@@ -39,13 +39,13 @@ def expected_counts(files):
     return dict(counts)
 
 
-def run(spark, tmp_path):
+def run(spark, tmp_path, *options):
     import wordcount
 
     args = wordcount.parser().parse_args(
         ["--input", str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck"),
          "--output", f"sqlite://{tmp_path / 'out.db'}", "--available-now", "--key-groups", "8",
-         "--files-per-batch", "1"]
+         "--files-per-batch", "1", *options]
     )
     job = wordcount.build_job(args)
     job.on_progress = None
@@ -120,3 +120,17 @@ def test_a_read_file_that_grows_is_refused_before_the_query_starts_naming_it(spa
         run(spark, tmp_path)
     assert refused.value.path == str(tmp_path / "in" / "000.txt")
     assert sink_counts(tmp_path) == expected_counts(LINES[:2])
+
+
+def test_input_on_hdfs_is_counted_exactly_on_both_restart_paths(spark, tmp_path, hdfs):
+    url, root, log = hdfs
+    write_corpus(root / "in", enumerate(LINES[:3]))
+    on_hdfs = ("--input", "hdfs://127.0.0.1:8020/in", "--webhdfs-address", url.replace("webhdfs", "http"))
+    run(spark, tmp_path, *on_hdfs)
+    assert sink_counts(tmp_path) == expected_counts(LINES[:3])
+    assert {("datanode", "OPEN", f"/in/{n:03d}.txt") for n in range(3)} <= {(r, op, path) for r, _, op, path, _ in log}
+
+    shutil.rmtree(tmp_path / "ck" / "spark")  # path B rereads from the clock
+    write_corpus(root / "in", [(3, LINES[3])])
+    assert run(spark, tmp_path, *on_hdfs).recovery.path is RecoveryPath.FROM_CLOCK
+    assert sink_counts(tmp_path) == expected_counts(LINES)
