@@ -9,6 +9,7 @@ from monoids.base import (
     MonoidTypeError,
     MonoidValueError,
     from_identity,
+    json_text,
     object_column,
 )
 from monoids.collections import First, Last, MapMonoid, Product, Timestamped
@@ -22,6 +23,7 @@ __all__ = [
     "Group",
     "FixedWidth",
     "object_column",
+    "json_text",
     "from_identity",
     "MonoidError",
     "MonoidTypeError",

@@ -17,18 +17,21 @@ unless the monoid rounds or sketches). The laws:
 * encode/decode round trips of values and columns;
 * the column operations equal the scalar ones: ``column``/``values``, ``fold``,
   ``reduce_by_key`` (per key, in row order, ``zero()`` for empty keys),
-  ``plus_columns``, ``zeros``, ``present_column``.
+  ``plus_columns``, ``zeros``, ``present_column``;
+* where results reach a sink as JSON (``json_results``), ``present_json`` gives text
+  that ``json.loads`` reads without NaN or the infinities, which JSON lacks.
 """
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from monoids.base import Group, Monoid
+from monoids.base import Group, Monoid, MonoidError
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -52,6 +55,10 @@ def _show(monoid: Monoid, value: Any) -> str:
 
 def _same_shown(x: Any, y: Any) -> bool:
     return bool(x == y) or (x != x and y != y)  # NaN presents as NaN
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _equivalence(monoid: Monoid, equiv: Equivalence | None) -> Equivalence:
@@ -145,7 +152,22 @@ def _check_columns(ch: _Checker, values: list[Any], codes: np.ndarray, n: int) -
     for i, (x, v) in enumerate(zip(shown.tolist(), values)):
         if not _same_shown(x, m.present(v)):
             ch.fail(f"present_column (row {i})", f"{x!r} differs from present: {m.present(v)!r}")
+        if m.json_results:
+            _check_json(ch, f"present_json (row {i})", x)
     ch.unchanged("a column operation", [encoded], [m.encode_column(column)])
+
+
+def _check_json(ch: _Checker, law: str, shown: Any) -> None:
+    try:
+        text = ch.monoid.present_json(shown)
+    except MonoidError as exc:
+        ch.fail(law, str(exc))
+    if not isinstance(text, str):
+        ch.fail(law, f"returned {type(text).__name__} {text!r}, not text")
+    try:
+        json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        ch.fail(law, f"{text!r} is not JSON: {exc}")
 
 
 def check_laws(monoid: Monoid, a: Any, b: Any, c: Any, equiv: Equivalence | None = None) -> None:

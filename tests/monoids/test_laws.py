@@ -67,6 +67,27 @@ class ForgetfulEncoding(Sum):
         return 0
 
 
+class PythonText(Concatenating):
+    """Broken: stores its lists as Python's text, which is not JSON."""
+
+    def present_json(self, shown):
+        return str(shown)
+
+
+class Unshowable(Concatenating):
+    """Broken: presents a set, which has no JSON form."""
+
+    def present(self, value):
+        return set(value)
+
+
+class NotANumber(Concatenating):
+    """Broken: stores NaN, which JSON lacks."""
+
+    def present_json(self, shown):
+        return "NaN"
+
+
 WORDS = st.lists(st.text("ab", max_size=2), max_size=3)
 
 
@@ -107,6 +128,20 @@ def test_check_laws_catches_a_wrong_inverse():
 def test_check_laws_catches_an_encoding_that_does_not_round_trip():
     with pytest.raises(AssertionError, match="encoding round trip fails .* 0 is not equivalent to 1"):
         check_laws(ForgetfulEncoding(), 1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("monoid", "detail"),
+    [
+        (PythonText(), r"\"\['x'\]\" is not JSON"),
+        (Unshowable(), r"holds set \{'x'\}, which has no JSON form"),
+        (NotANumber(), r"'NaN' is not JSON: NaN is not JSON"),
+    ],
+    ids=["python-text", "no-json-form", "nan"],
+)
+def test_check_laws_catches_results_a_sink_cannot_store_as_json(monoid, detail):
+    with pytest.raises(AssertionError, match=rf"present_json \(row 0\) fails .*{detail}"):
+        check_laws(monoid, ["x"], ["y"], [])
 
 
 def test_check_laws_uses_the_given_equivalence():
