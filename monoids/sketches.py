@@ -12,6 +12,12 @@ items purge their smallest counters when full, KLL compacts with random offsets.
 each monoid's ``equivalent(a, b)`` says whether two sketches describe the same stream
 within the sketch's guarantees; the law checks use it.
 
+What each presents, and so what a sink stores (numbers as numbers, the rest as JSON
+text): ``HyperLogLog`` the distinct-count estimate; ``CountMin`` the total weight (an
+item's frequency is ``estimate(value, item)``); ``TopK`` the frequent items, most
+frequent first (a JSON array of strings); ``Quantiles`` the quantile at its one rank,
+or an object from each of its ranks to the quantile there.
+
 ``prepare(item)`` is the sketch of one item, ``prepare_column(items)`` a column of
 those, and ``prepare_by_key(codes, n, items)`` sketches raw items per key directly
 (equivalent to ``reduce_by_key(codes, n, prepare_column(items))``, without building
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import reprlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
@@ -353,20 +360,34 @@ def _error(sketch: datasketches.frequent_strings_sketch) -> int:
 class Quantiles(_Sketch):
     """Quantiles of numbers (KLL, stored as 32-bit floats: about 7 significant digits).
 
-    Normalized rank error about 1.65% for ``k=200``. ``present`` is the median (NaN
-    for an empty sketch); ``quantile(value, q)`` any other. KLL compaction is random,
-    so ``equivalent`` asks for the same count, min and max and cumulative
-    distributions within both sketches' rank errors (exactly equal below ``k`` items).
+    Normalized rank error about 1.65% for ``k=200``. ``present`` gives the quantiles
+    at ``ranks`` (normalized ranks in [0, 1]; the median by default): with one rank a
+    float (NaN for an empty sketch), with several a dict from rank to quantile (JSON
+    text at a sink: ``{"0.5":12.0,"0.99":80.5}``, ``null`` where empty).
+    ``quantile(value, q)`` gives any other. The ranks only choose what is presented:
+    they are no part of ``params()``, so the same checkpoints serve any ranks (and
+    ``persistent inspect``, which knows only the checkpoints, shows the median).
+
+    KLL compaction is random, so ``equivalent`` asks for the same count, min and max
+    and cumulative distributions within both sketches' rank errors (exactly equal
+    below ``k`` items).
     """
 
     name = "quantiles"
     _sketch = datasketches.kll_floats_sketch
     _items = (int, float)
-    result_dtype = np.dtype(np.float64)
 
-    def __init__(self, k: int = 200):
+    def __init__(self, k: int = 200, ranks: Iterable[float] = (0.5,)):
         self.k = k
         self._check_params()
+        if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Iterable):
+            raise MonoidTypeError(f"{self!r}: ranks must be a sequence of numbers, e.g. (0.5, 0.99); got {ranks!r}")
+        self.ranks = tuple(self._rank(q) for q in ranks)
+        if not self.ranks:
+            raise MonoidValueError(f"{self!r}: ranks must name at least one rank")
+        if len(set(self.ranks)) < len(self.ranks):
+            raise MonoidValueError(f"{self!r}: ranks {self.ranks!r} name a rank twice")
+        self.result_dtype = np.dtype(np.float64) if len(self.ranks) == 1 else np.dtype(object)
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k}
@@ -394,15 +415,23 @@ class Quantiles(_Sketch):
             raise MonoidValueError(f"{self!r}: {item!r}{_at(where)} does not fit in a 32-bit float")
         return x
 
-    def present(self, value: datasketches.kll_floats_sketch) -> float:
-        return self.quantile(value, 0.5)
+    def present(self, value: datasketches.kll_floats_sketch) -> float | dict[float, float]:
+        if len(self.ranks) == 1:
+            return self.quantile(value, self.ranks[0])
+        return {q: self.quantile(value, q) for q in self.ranks}
 
     def quantile(self, value: datasketches.kll_floats_sketch, q: float) -> float:
         """The item at normalized rank ``q`` (0 the minimum, 1 the maximum); NaN if empty."""
-        if not 0 <= q <= 1:
-            raise MonoidValueError(f"{self!r}: rank {q!r} is not in [0, 1]")
+        q = self._rank(q)
         value = self.validate(value)
         return math.nan if value.is_empty() else value.get_quantile(q)
+
+    def _rank(self, q: Any) -> float:
+        if isinstance(q, (bool, np.bool_)) or not isinstance(q, numbers.Real):
+            raise MonoidTypeError(f"{self!r}: a rank is a number in [0, 1], got {q!r}")
+        if not 0 <= q <= 1:
+            raise MonoidValueError(f"{self!r}: rank {q!r} is not in [0, 1]")
+        return float(q)
 
     def equivalent(self, a: datasketches.kll_floats_sketch, b: datasketches.kll_floats_sketch) -> bool:
         if (a.k, a.n) != (b.k, b.n):

@@ -130,6 +130,13 @@ def test_first_and_last_reach_a_sink_as_the_json_of_their_item(monoid, item, tex
     assert sink_text(monoid, None) == "null"
 
 
+def test_quantiles_at_several_ranks_reach_a_sink_as_a_json_object_by_rank():
+    kll = Quantiles(ranks=(0.1, 0.5, 1))
+    value = kll.fold(kll.prepare_column(range(1, 11)))
+    assert sink_text(kll, value) == '{"0.1":2.0,"0.5":6.0,"1.0":10.0}'
+    assert sink_text(kll, kll.zero()) == '{"0.1":null,"0.5":null,"1.0":null}'
+
+
 def test_a_monoid_may_store_its_results_in_another_json_form():
     class Labelled(TopK):
         def present_json(self, shown):

@@ -50,6 +50,12 @@ def test_quantiles_obey_the_laws_also_once_they_compact(k):
     check_monoid_laws(kll, sketches_of(kll, items), max_examples=40)
 
 
+def test_quantiles_at_several_ranks_obey_the_laws_and_present_json():
+    kll = Quantiles(8, ranks=(0, 0.25, 0.5, 1))
+    items = st.one_of(st.integers(-100, 100), st.floats(-1e6, 1e6))
+    check_monoid_laws(kll, sketches_of(kll, items), max_examples=20)
+
+
 def test_hyperloglog_counts_ten_thousand_distinct_items_within_five_percent():
     hll = HyperLogLog()
     items = [f"user-{i}" for i in range(10_000)]
@@ -75,6 +81,49 @@ def test_quantiles_median_is_near_the_true_median():
     assert abs(rank - 0.5) < 0.02
     assert kll.quantile(kll.fold(column), 0.9) == pytest.approx(np.quantile(xs, 0.9), rel=0.05)
     assert math.isnan(kll.present(kll.zero()))
+
+
+def test_quantiles_present_the_ranks_asked_for():
+    xs = [float(x) for x in range(100)]
+    one, several = Quantiles(ranks=[0.9]), Quantiles(ranks=np.array([0.1, 0.9]))
+    value = one.fold(one.prepare_column(xs))
+    assert one.present(value) == 90.0 and one.result_dtype == np.float64 and not one.json_results
+    assert several.present(value) == {0.1: 10.0, 0.9: 90.0}
+    assert several.result_dtype == object and several.json_results
+    assert several.present_column(several.column([value])).tolist() == [{0.1: 10.0, 0.9: 90.0}]
+    assert Quantiles().present(value) == 50.0
+
+
+def test_the_ranks_are_no_part_of_the_checkpoints():
+    median, tails = Quantiles(16), Quantiles(16, ranks=(0.01, 0.99))
+    value = median.fold(median.prepare_column(range(1000)))
+    assert (median.params(), median.identity(), median.fingerprint()) == (tails.params(), tails.identity(), tails.fingerprint())
+    assert tails.equivalent(tails.decode(median.encode(value)), value)
+    column = median.column([value, median.zero()])
+    assert all(map(median.equivalent, median.decode_column(tails.encode_column(column)), column))
+    assert tails.present(tails.decode(median.encode(value))) == tails.present(value)
+
+
+@pytest.mark.parametrize(
+    ("ranks", "error", "message"),
+    [
+        ((0.5, 1.5), MonoidValueError, r"rank 1.5 is not in \[0, 1\]"),
+        ((-0.1,), MonoidValueError, r"rank -0.1 is not in \[0, 1\]"),
+        ((math.nan,), MonoidValueError, r"rank nan is not in \[0, 1\]"),
+        (("0.5",), MonoidTypeError, "a rank is a number in \\[0, 1\\], got '0.5'"),
+        ((True,), MonoidTypeError, "a rank is a number"),
+        (0.5, MonoidTypeError, r"ranks must be a sequence of numbers, e.g. \(0.5, 0.99\); got 0.5"),
+        ("0.5", MonoidTypeError, "ranks must be a sequence of numbers"),
+        ((), MonoidValueError, "at least one rank"),
+        ((0.5, 0.5), MonoidValueError, "name a rank twice"),
+    ],
+)
+def test_quantiles_refuse_ranks_that_are_not_distinct_numbers_in_0_1(ranks, error, message):
+    with pytest.raises(error, match=message) as raised:
+        Quantiles(ranks=ranks)
+    assert "Quantiles(k=200)" in str(raised.value)
+    with pytest.raises(MonoidValueError, match=r"rank 2 is not in \[0, 1\]"):
+        Quantiles().quantile(Quantiles().zero(), 2)
 
 
 def test_count_min_never_underestimates():

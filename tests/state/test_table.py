@@ -605,6 +605,20 @@ def test_read_decodes_a_checkpoint_without_the_task_from_what_it_names(monoid, w
     assert state_of(read) == state_of(KeyedTable.decode(data, monoid, INTERVAL, window))
 
 
+def test_a_checkpoint_of_quantiles_is_recovered_whatever_ranks_either_side_presents():
+    median, tails = monoids.Quantiles(), monoids.Quantiles(ranks=(0.01, 0.99))
+    table = table_of(median)
+    apply(table, [("a", t, median.prepare(float(t))) for t in range(0, 200, 2)])
+    data = table.checkpoint(200)
+    recovered = table_of(tails)
+    recovered.recover(200, data)
+    keys, column = recovered.totals()
+    assert keys.tolist() == ["a"] and median.equivalent(column[0], table.get("a"))
+    assert tails.present_column(column).tolist() == [{0.01: 2.0, 0.99: 198.0}]
+    read = KeyedTable.read(data, "checkpoint")
+    assert read.monoid.ranks == (0.5,) and read.monoid.present_column(read.totals()[1]).tolist() == [100.0]
+
+
 def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
     meta, keys, buckets, values, _ = _sections()
     old = _repack([meta, keys, buckets, values], version=1)
