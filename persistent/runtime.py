@@ -321,8 +321,8 @@ class Job:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         key_type = messages.schema["key"].dataType.simpleString()
-        value_dtype = self.spec.monoid.result_dtype
-        value_type = _NUMPY_TO_SPARK.get(value_dtype.kind, "string")
+        monoid = self.spec.monoid
+        value_type = "string" if monoid.json_results else _NUMPY_TO_SPARK[monoid.result_dtype.kind]
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
             "checkpoint_bytes bigint, checkpoint_crc bigint, applied bigint, late bigint, replayed bigint, "
@@ -356,7 +356,7 @@ class Job:
             .groupBy("grp")
         )
         function = _group_function(
-            self.task, self.checkpoint_interval_ms, recovery, value_type == "string", self.checkpoints,
+            self.task, self.checkpoint_interval_ms, recovery, self.checkpoints,
             self.bad_records, self.delivery.carries_state(self.windowed), storage,
         )
         return grouped.applyInPandasWithState(
@@ -395,7 +395,6 @@ def _group_function(
     task: PersistentTask,
     interval_ms: int,
     recovery: Recovery,
-    values_as_text: bool,
     checkpoints: bool,
     mode: BadRecords,
     carries: bool,
@@ -437,7 +436,9 @@ def _group_function(
             # Wake this group when the watermark reaches its next boundary, even with no input.
             # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
             state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))
-        values = results["value"].astype(str) if values_as_text else results["value"]
+        values = results["value"]
+        if group.monoid.json_results:
+            values = [group.monoid.present_json(v) for v in values.tolist()]
         yield _output(grp, [
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
                                       "window_end": results["window_end"], "value": values}),

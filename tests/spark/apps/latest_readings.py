@@ -40,7 +40,7 @@ class LatestAndTotal(PersistentTask):
 
 def write_readings(directory: Path, batches: int, keys: tuple[str, ...] = ("x", "y")) -> dict[str, str]:
     """Input of ``batches`` micro-batches (two files each) for every key of ``keys``;
-    returns the result each key must end with, as the SQL sink holds it."""
+    returns the result each key must end with, as the SQL sink holds it (JSON text)."""
     directory.mkdir(parents=True, exist_ok=True)
     for b in range(batches):
         for name in ("a", "b"):
@@ -48,7 +48,7 @@ def write_readings(directory: Path, batches: int, keys: tuple[str, ...] = ("x", 
                 json.dumps({"key": key, "timestamp": 100 * b + 1, "label": f"{label}@{b}", "amount": amount}) + "\n"
                 for key in keys for file, label, amount in READINGS if file == name
             ))
-    return {key: str((f"b1@{batches - 1}", 0.0)) for key in keys}
+    return {key: json.dumps([f"b1@{batches - 1}", 0.0], separators=(",", ":")) for key in keys}
 
 
 def job(args: argparse.Namespace) -> Job:
