@@ -85,8 +85,10 @@ def _rate(rows: int, seconds: float) -> str:
     return f"{rows / seconds:,.0f}" if seconds > 0 else "-"
 
 
-def _print_clock(record: ClockRecord, now_ms: int, state_bytes: dict[str, int] | None = None) -> None:
-    print(f"clock          {_time(record.clock_ms)}  ({_lag(record.clock_ms, now_ms)})")
+def _print_clock(record: ClockRecord, now_ms: int, state_bytes: dict[str, int] | None = None,
+                 watermark_ms: int | None = None) -> None:
+    behind = "" if watermark_ms is None else f", {_duration(watermark_ms - record.clock_ms)} behind the watermark"
+    print(f"clock          {_time(record.clock_ms)}  ({_lag(record.clock_ms, now_ms)}{behind})")
     for task in sorted(set(record.task_clocks) | set(state_bytes or {})):
         clock = _time(record.task_clocks[task]) if task in record.task_clocks else "no checkpoint yet"
         size = f"  state {_size(state_bytes[task])}" if state_bytes and task in state_bytes else ""
@@ -131,7 +133,7 @@ def _status(args: argparse.Namespace) -> int:
     state_bytes: dict[str, int] = {}
     for batch in progress:
         state_bytes.update(batch.state_bytes)
-    _print_clock(record, now_ms, state_bytes)
+    _print_clock(record, now_ms, state_bytes, progress[-1].watermark_ms if progress else None)
     return 0
 
 
@@ -148,17 +150,28 @@ def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
         f"batch(es): {_rate(rows, seconds)} rows/s"
     )
     print(f"dead letters   {sum(p.dead_letters for p in progress):,} in the last {len(progress)} batch(es)")
-    header = ("batch", "committed", "rows", "seconds", "rows/s", "late", "replayed", "dead letters", "clock")
+    print(
+        f"checkpoints    {sum(p.checkpoints for p in progress):,} written "
+        f"({_size(sum(p.checkpoint_bytes for p in progress))}) in the last {len(progress)} batch(es)"
+    )
+    # Times of day (UTC): the batches shown are recent, and the last one's date is above.
+    header = ("batch", "committed", "rows", "rows/s", "results", "seconds", "commit s", "late", "replayed",
+              "dead letters", "checkpoints", "checkpoint bytes", "checkpoint s", "clock")
     table = [header] + [
         (
             f"{p.generation}.{p.batch}",
-            _iso(p.finished_at_ms),
+            _iso(p.finished_at_ms)[11:23],
             f"{p.rows:,}",
-            f"{p.seconds:.3f}",
             _rate(p.rows, p.seconds),
+            f"{p.results:,}",
+            f"{p.seconds:.3f}",
+            _seconds(p.commit_seconds),
             f"{p.late:,}",
             f"{p.replayed:,}",
             f"{p.dead_letters:,}",
+            f"{p.checkpoints:,}",
+            _size(p.checkpoint_bytes),
+            _seconds(p.checkpoint_seconds),
             "-" if p.clock_ms is None else str(p.clock_ms),
         )
         for p in progress
@@ -167,6 +180,11 @@ def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
     for row in table:
         cells = [cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))]
         print("  " + "  ".join(cells).rstrip())
+
+
+def _seconds(seconds: float | None) -> str:
+    """A duration a progress record may lack (records of older versions)."""
+    return "-" if seconds is None else f"{seconds:.3f}"
 
 
 # -- inspect --------------------------------------------------------------------------
@@ -338,9 +356,10 @@ def parser() -> argparse.ArgumentParser:
 
     status = _directory_command(
         commands, "status", _status, "print recent micro-batches, watermark, clocks, state sizes and dead letters",
-        "Prints the last committed micro-batch, the rows and rows/s of recent batches, the watermark, the global "
-        "and per-task clocks with the lag behind wall time, each task's state size and the dead-lettered "
-        "records, from the files the job writes under DIR.",
+        "Prints the last committed micro-batch; per recent batch its rows, rows/s, results, duration and commit "
+        "time, late, replayed and dead-lettered records, checkpoints written with their bytes and writing time; "
+        "the watermark, the global and per-task clocks with their lag behind wall time and the watermark, and "
+        "each task's state size, from the files the job writes under DIR.",
     )
     status.add_argument(
         "--batches", type=_whole_number("a number of batches", 1), default=10, metavar="N",

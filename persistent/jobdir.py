@@ -74,8 +74,8 @@ def progress_from_json(raw: bytes, where: str) -> BatchProgress:
     values = {}
     for field in fields(BatchProgress):
         if field.name not in record:
-            if field.default is not MISSING:
-                continue
+            if field.default is not MISSING or field.default_factory is not MISSING:
+                continue  # a field that records of older versions lack
             raise JobDirectoryError(f"progress file {where} lacks the field {field.name!r}")
         check, kind = _FIELD_CHECKS.get(field.name, (_is_int, "an int"))
         if not check(record[field.name]):
@@ -94,9 +94,17 @@ def _is_int_per_task(value) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and _is_int(n) for k, n in value.items())
 
 
+def _is_number(value) -> bool:
+    return _is_int(value) or isinstance(value, float)
+
+
+_NUMBER_OR_NULL = (lambda v: v is None or _is_number(v), "a number or null")
+
 #: How the fields that are not plain ints are checked, and what they must be.
 _FIELD_CHECKS = {
-    "seconds": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "seconds": (_is_number, "a number"),
+    "checkpoint_seconds": _NUMBER_OR_NULL,
+    "commit_seconds": _NUMBER_OR_NULL,
     "clock_ms": (lambda v: v is None or _is_int(v), "an int or null"),
     "state_bytes": (_is_int_per_task, "an object mapping task names to ints"),
     "checkpoint_crcs": (_is_int_per_task, "an object mapping task names to ints"),

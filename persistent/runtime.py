@@ -98,6 +98,7 @@ class BatchProgress:
     results: int
     checkpoints: int
     clock_ms: int | None
+    #: How long the driver's ``foreachBatch`` took: computing the micro-batch, then committing it.
     seconds: float
     watermark_ms: int
     finished_at_ms: int
@@ -109,6 +110,12 @@ class BatchProgress:
     checkpoint_bytes: int = 0
     #: The CRC32 of each checkpoint written in this batch (its record's), by task.
     checkpoint_crcs: dict[str, int] = field(default_factory=dict)
+    #: Seconds the key groups spent writing this batch's checkpoint files, summed over
+    #: the groups (they write on the executors, in parallel). None in older records.
+    checkpoint_seconds: float | None = None
+    #: The part of ``seconds`` after the micro-batch was computed: the driver's commit
+    #: (bad records, the sink, the clock). None in older records.
+    commit_seconds: float | None = None
 
     def line(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
@@ -325,8 +332,9 @@ class Job:
         value_type = "string" if monoid.json_results else _NUMPY_TO_SPARK[monoid.result_dtype.kind]
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "checkpoint_bytes bigint, checkpoint_crc bigint, applied bigint, late bigint, replayed bigint, "
-            f"watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, bad_records bigint, max_time_ms bigint"
+            "checkpoint_bytes bigint, checkpoint_crc bigint, checkpoint_seconds double, applied bigint, late bigint, "
+            f"replayed bigint, watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, bad_records bigint, "
+            "max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
@@ -424,9 +432,11 @@ def _group_function(
                 bad = [exc.record]  # the group is as before; the driver fails the micro-batch
         watermark_ms = max(_watermark_ms(state), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
-        written = Written(0, 0)
+        written, writing_s = Written(0, 0), 0.0
         if checkpoint:
+            began = time.monotonic()
             written = _persist(storage.directory(), grp, *checkpoint)
+            writing_s = time.monotonic() - began
             crash_point("checkpoints")
         encoded = b""
         if carries:
@@ -443,7 +453,7 @@ def _group_function(
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
                                       "window_end": results["window_end"], "value": values}),
             ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1], "checkpoint_bytes": [written.size],
-                          "checkpoint_crc": [written.crc],
+                          "checkpoint_crc": [written.crc], "checkpoint_seconds": [writing_s],
                           "applied": [applied], "late": [late], "replayed": [replayed],
                           "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
                           "bad_records": [len(bad)], "max_time_ms": [max_time_ms]}),
@@ -518,8 +528,8 @@ def _newest_ms(frame: pd.DataFrame) -> int:
 #: in rows of a kind that does not use them.
 _OUTPUT_DEFAULTS = {
     "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "checkpoint_crc": 0,
-    "applied": 0, "late": 0, "replayed": 0, "watermark_ms": 0, "state_bytes": 0, BAD_RECORD_COLUMN: None,
-    "bad_records": 0, "max_time_ms": -1,
+    "checkpoint_seconds": 0.0, "applied": 0, "late": 0, "replayed": 0, "watermark_ms": 0, "state_bytes": 0,
+    BAD_RECORD_COLUMN: None, "bad_records": 0, "max_time_ms": -1,
 }
 
 
@@ -533,8 +543,8 @@ def _output(grp: int, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
 
 
 #: What the driver collects of each key group per micro-batch: numbers, never state.
-REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "checkpoint_crc", "applied", "late", "replayed", "watermark_ms",
-                  "state_bytes", "bad_records", "max_time_ms")
+REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "checkpoint_crc", "checkpoint_seconds", "applied", "late",
+                  "replayed", "watermark_ms", "state_bytes", "bad_records", "max_time_ms")
 
 
 def group_reports(frame):
@@ -589,6 +599,7 @@ class _Committer:
                 "key", F.col("time_ms").alias("window_start"), "window_end", "value"
             )
             n_results = results.count()  # the first action computes the micro-batch, into the cache
+            computed = time.monotonic()
             dropped = _rows_dropped_by_watermark(self.spark, self.query_name)
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
@@ -603,6 +614,7 @@ class _Committer:
         clock_ms = self._advance_clock(checkpoints, batch) if self.job.checkpoints else None
         if checkpoints:
             self._retain(checkpoints)
+        finished = time.monotonic()
         progress = BatchProgress(
             generation=batch.generation,
             batch=batch_id,
@@ -612,13 +624,15 @@ class _Committer:
             results=n_results,
             checkpoints=len(checkpoints),
             clock_ms=clock_ms,
-            seconds=time.monotonic() - started,
+            seconds=finished - started,
             watermark_ms=max((r.watermark_ms for r in reports), default=0),
             finished_at_ms=int(time.time() * 1000),
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
             checkpoint_bytes=sum(r.checkpoint_bytes for r in reports),
             checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.time_ms >= 0},
+            checkpoint_seconds=sum(r.checkpoint_seconds for r in reports),
+            commit_seconds=finished - computed,
         )
         self.directory.record_progress(dataclasses.asdict(progress))
         if self.job.on_progress:

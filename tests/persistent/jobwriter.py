@@ -60,10 +60,11 @@ class JobWriter:
         return zlib.crc32(key.encode()) % self.group_count
 
     def batch(self, messages: list[tuple[str, int, int]], watermark_ms: int, *, finished_at_ms: int = 1_700_000_000_000,
-              seconds: float = 0.5, dead_letters: int = 0) -> BatchProgress:
+              seconds: float = 0.5, dead_letters: int = 0, checkpoint_seconds: float | None = None,
+              commit_seconds: float | None = None) -> BatchProgress:
         """One micro-batch: ``(key, timestamp_ms, value)`` messages, then the watermark; returns its progress."""
         frame = pd.DataFrame(messages, columns=list(MESSAGE_COLUMNS))
-        checkpoints, applied, results = {}, 0, 0
+        checkpoints, applied, results, checkpoint_bytes = {}, 0, 0, 0
         touched = {self.group_of(key) for key, _, _ in messages} | set(self.groups)
         for grp in sorted(touched):
             group = self.groups.setdefault(grp, KeyGroup(self.task, self.interval_ms))
@@ -72,7 +73,7 @@ class JobWriter:
             applied, results = applied + output.applied, results + len(output.results)
             if output.checkpoint is not None:
                 time_ms, data = output.checkpoint
-                self.directory.store(grp).persist(time_ms, data)
+                checkpoint_bytes += self.directory.store(grp).persist(time_ms, data).size
                 checkpoints[task_name(grp)] = time_ms
         record = self.directory.clock.read()
         task_clocks = {**(record.task_clocks if record else {}), **checkpoints}
@@ -93,6 +94,9 @@ class JobWriter:
             finished_at_ms=finished_at_ms,
             state_bytes={task_name(g): len(group.encode()) for g, group in self.groups.items()},
             dead_letters=dead_letters,
+            checkpoint_bytes=checkpoint_bytes,
+            checkpoint_seconds=checkpoint_seconds,
+            commit_seconds=commit_seconds,
         )
         self.directory.record_progress(dataclasses.asdict(progress))
         self.batches += 1
@@ -115,11 +119,12 @@ class JobWriter:
 def three_batches(writer: JobWriter) -> None:
     """Keys k0..k6 over event times 0..449 in three batches: checkpoints at 100, 200 and 400."""
     messages = [(f"k{i % 7}", ts, i % 5) for i, ts in enumerate(range(0, 450, 3))]
-    writer.batch([m for m in messages if m[1] < 150], watermark_ms=150, finished_at_ms=1_700_000_000_000, seconds=0.5)
+    writer.batch([m for m in messages if m[1] < 150], watermark_ms=150, finished_at_ms=1_700_000_000_000, seconds=0.5,
+                 checkpoint_seconds=0.03, commit_seconds=0.2)
     writer.batch([m for m in messages if 150 <= m[1] < 250], watermark_ms=250, finished_at_ms=1_700_000_001_000,
-                 seconds=0.25, dead_letters=2)
+                 seconds=0.25, dead_letters=2, checkpoint_seconds=0.015, commit_seconds=0.125)
     writer.batch([m for m in messages if m[1] >= 250], watermark_ms=450, finished_at_ms=1_700_000_002_000,
-                 seconds=1.0, dead_letters=1)
+                 seconds=1.0, dead_letters=1, checkpoint_seconds=0.06, commit_seconds=0.5)
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

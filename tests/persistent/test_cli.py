@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -83,17 +84,39 @@ def test_status_reports_batches_watermark_clocks_state_sizes_and_dead_letters(ca
     assert re.search(r"\(\S+ d behind wall time\)$", lines[3])
     assert lines[4] == "throughput     150 rows in 1.8 s of processing in the last 3 batch(es): 86 rows/s"
     assert lines[5] == "dead letters   3 in the last 3 batch(es)"
-    assert lines[6].split() == ["batch", "committed", "rows", "seconds", "rows/s", "late", "replayed", "dead",
-                                "letters", "clock"]
-    batches = [line.split() for line in lines[7:10]]
-    assert [b[0] for b in batches] == ["0.0", "0.1", "0.2"]
-    assert [(int(b[2]), b[4], b[7], b[8]) for b in batches] == [(50, "100", "0", "100"), (34, "136", "2", "200"),
-                                                                 (66, "66", "1", "400")]
+    files = (Path(counting_job.directory.root) / "checkpoints").rglob("*")
+    written = sum(f.stat().st_size for f in files if f.is_file())
+    assert lines[6] == f"checkpoints    9 written ({written / 1024:.1f} KiB) in the last 3 batch(es)"
+    assert lines[7].split() == ["batch", "committed", "rows", "rows/s", "results", "seconds", "commit", "s", "late",
+                                "replayed", "dead", "letters", "checkpoints", "checkpoint", "bytes", "checkpoint",
+                                "s", "clock"]
+    batches = [line.split() for line in lines[8:11]]
+    assert [b[:2] for b in batches] == [["0.0", "22:13:20.000"], ["0.1", "22:13:21.000"], ["0.2", "22:13:22.000"]]
+    # rows, rows/s, seconds, commit s, dead letters, checkpoints, checkpoint s, clock
+    assert [(int(b[2]), b[3], b[5], b[6], b[9], b[10], b[13], b[14]) for b in batches] == [
+        (50, "100", "0.500", "0.200", "0", "3", "0.030", "100"),
+        (34, "136", "0.250", "0.125", "2", "3", "0.015", "200"),
+        (66, "66", "1.000", "0.500", "1", "3", "0.060", "400"),
+    ]
     assert sum(int(b[2]) for b in batches) == len(counting_job.sent)
-    assert lines[10].startswith("clock          400 ms")
+    assert lines[11].startswith("clock          400 ms") and lines[11].endswith(", 50 ms behind the watermark)")
     sizes = {g: len(group.encode()) for g, group in counting_job.groups.items()}
     for g in range(3):
-        assert re.fullmatch(rf"  group-0000{g}  400 ms  \S+  state {sizes[g]} B", lines[11 + g])
+        assert re.fullmatch(rf"  group-0000{g}  400 ms  \S+  state {sizes[g]} B", lines[12 + g])
+
+
+def test_status_shows_the_figures_a_progress_record_of_an_older_version_lacks_as_dashes(capsys, counting_job):
+    path = os.path.join(counting_job.directory.root, "progress", "000000-000000000002.json")
+    with open(path) as f:
+        record = json.load(f)
+    for name in ("checkpoint_seconds", "commit_seconds", "checkpoint_bytes", "checkpoint_crcs", "dead_letters"):
+        del record[name]
+    with open(path, "w") as f:
+        json.dump(record, f)
+    code, out, _ = run_cli(capsys, "status", counting_job.directory.root)
+    last = [line.split() for line in out.splitlines() if line.startswith("  0.2")][0]
+    # commit s, dead letters, checkpoints, checkpoint bytes, checkpoint s
+    assert code == 0 and (last[6], last[9], last[10], last[11:13], last[13]) == ("-", "0", "3", ["0", "B"], "-")
 
 
 def test_status_shows_only_the_newest_batches_asked_for(capsys, counting_job):
