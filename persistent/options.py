@@ -20,7 +20,8 @@ __all__ = ["add_job_options", "job_settings", "run"]
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     """Adds ``--checkpoint``, ``--webhdfs-address``, ``--output``, ``--available-now``,
-    ``--master``, ``--interval-ms``, ``--key-groups``, ``--bad-records`` and ``--delivery``."""
+    ``--master``, ``--interval-ms``, ``--key-groups``, ``--bad-records``, ``--delivery``
+    and ``--metrics-port``."""
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
     parser.add_argument("--webhdfs-address",
                         help="the HDFS NameNode's HTTP address (http://HOST:PORT) for hdfs:// checkpoint and input "
@@ -40,6 +41,9 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
                         help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
     parser.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
                         help="delivery guarantee (default: %(default)s); see docs/delivery.md")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve the job's metrics for Prometheus at http://DRIVER:PORT/metrics "
+                             "(needs persistent-state[metrics]); see docs/deploy.md")
 
 
 def job_settings(args: argparse.Namespace, table: str, key_column: str, value_column: str) -> dict:
@@ -55,6 +59,7 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
         key_groups=args.key_groups,
         bad_records=args.bad_records,
         delivery=args.delivery,
+        metrics_port=args.metrics_port,
     )
 
 

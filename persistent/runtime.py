@@ -57,6 +57,7 @@ from persistent.filesystems import JobStorage, UnsupportedFileSystemError, files
 from persistent.hadoop_fs import HadoopFileSystem
 from persistent.heartbeats import heartbeats
 from persistent.keygroup import KeyGroup
+from persistent.metrics import JobMetrics
 from persistent.progress import ProgressBar, stderr
 from persistent.rescale import rescale_if_asked
 from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_index, task_name
@@ -116,6 +117,11 @@ class BatchProgress:
     #: The part of ``seconds`` after the micro-batch was computed: the driver's commit
     #: (bad records, the sink, the clock). None in older records.
     commit_seconds: float | None = None
+
+    @property
+    def clock_lag_ms(self) -> int | None:
+        """How far the global minimum checkpoint clock is behind the watermark."""
+        return None if self.clock_ms is None else self.watermark_ms - self.clock_ms
 
     def line(self) -> str:
         rate = self.rows / self.seconds if self.seconds > 0 else 0.0
@@ -182,6 +188,9 @@ class Job:
     delivery: Delivery | str = Delivery.EXACTLY_ONCE
     #: The NameNode's WebHDFS address (``http://HOST:PORT``) for an ``hdfs://`` ``checkpoint_dir``.
     webhdfs_address: str | None = None
+    #: A port of the driver to serve the job's metrics on, for Prometheus (``persistent.metrics``,
+    #: the ``metrics`` extra): ``http://DRIVER:PORT/metrics``, from the start until the job stops.
+    metrics_port: int | None = None
 
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
@@ -190,6 +199,8 @@ class Job:
         for name in ("watermark_delay_ms", "max_event_time_skew_ms"):
             if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"Job: {name} must be >= 0, got {getattr(self, name)}")
+        if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
+            raise ValueError(f"Job: metrics_port must be a TCP port, 1 to 65535, got {self.metrics_port}")
         try:
             self.bad_records = BadRecords(self.bad_records)
         except ValueError:
@@ -213,7 +224,20 @@ class Job:
         return isinstance(self.spec, WindowState)
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
-        """Plans recovery, builds the query and starts it."""
+        """Plans recovery, builds the query and starts it; with ``metrics_port``, first
+        serves the metrics (until ``RunningJob.stop``)."""
+        metrics = None
+        if self.metrics_port is not None:
+            metrics = JobMetrics(self.metrics_port, spark.sparkContext.appName)
+            stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
+        try:
+            return self._start(spark, available_now, trigger_ms, metrics)
+        except BaseException:
+            if metrics:
+                metrics.close()
+            raise
+
+    def _start(self, spark, available_now: bool, trigger_ms: int | None, metrics: JobMetrics | None) -> RunningJob:
         _ship_by_value(type(self.task))
         directory = JobDirectory(self._filesystem(spark), self.checkpoint_dir)
         storage = JobStorage(self.checkpoint_dir, self.webhdfs_address)
@@ -236,7 +260,7 @@ class Job:
         if isinstance(self.source, Source):
             self.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage)
-        committer = _Committer(self, directory, recovery, spark)
+        committer = _Committer(self, directory, recovery, spark, metrics)
         writer = results.writeStream.queryName(committer.query_name).foreachBatch(committer)
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
@@ -251,7 +275,7 @@ class Job:
             query = writer.start()
         finally:
             spark.conf.set(setting, previous)
-        return RunningJob(query, recovery, directory)
+        return RunningJob(query, recovery, directory, metrics)
 
     def _filesystem(self, spark) -> FileSystem:
         """The driver's file system for the job directory: the one the executors use
@@ -265,14 +289,17 @@ class Job:
     def run(self, spark, available_now: bool = True) -> RunningJob:
         """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
         running = self.start(spark, available_now=available_now)
-        # A source of its own (anything with ``stream``) may have no backlog: no bar then.
-        backlog_of = getattr(self.source, "backlog", None) if available_now and self.progress_bar else None
-        job = _job_of(self.source, JobStorage(self.checkpoint_dir, self.webhdfs_address))
-        backlog = backlog_of(running.recovery.floor_ms, **job) if backlog_of else None
-        if backlog is None:
-            running.query.awaitTermination()
-        else:
-            running.show_progress(ProgressBar(backlog))
+        try:
+            # A source of its own (anything with ``stream``) may have no backlog: no bar then.
+            backlog_of = getattr(self.source, "backlog", None) if available_now and self.progress_bar else None
+            job = _job_of(self.source, JobStorage(self.checkpoint_dir, self.webhdfs_address))
+            backlog = backlog_of(running.recovery.floor_ms, **job) if backlog_of else None
+            if backlog is None:
+                running.query.awaitTermination()
+            else:
+                running.show_progress(ProgressBar(backlog))
+        finally:
+            running.stop()
         return running
 
     def _messages(self, spark, start_ms: int, storage: JobStorage | None = None):
@@ -574,8 +601,8 @@ class _Committer:
     """``foreachBatch``: bad records, sink, then (the key groups' checkpoints being
     durable) the clock."""
 
-    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery, spark):
-        self.job, self.directory, self.recovery, self.spark = job, directory, recovery, spark
+    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery, spark, metrics: JobMetrics | None):
+        self.job, self.directory, self.recovery, self.spark, self.metrics = job, directory, recovery, spark, metrics
         self.query_name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
 
     def __call__(self, frame, batch_id: int) -> None:
@@ -635,6 +662,8 @@ class _Committer:
             commit_seconds=finished - computed,
         )
         self.directory.record_progress(dataclasses.asdict(progress))
+        if self.metrics:
+            self.metrics.publish(progress)
         if self.job.on_progress:
             self.job.on_progress(progress)
         crash_point("committed")
@@ -701,9 +730,14 @@ class RunningJob:
     query: object
     recovery: Recovery
     directory: JobDirectory
+    #: Serves the job's metrics (``Job.metrics_port``) until ``stop``.
+    metrics: JobMetrics | None = None
 
     def stop(self) -> None:
+        """Stops the query, and the metrics server."""
         self.query.stop()
+        if self.metrics:
+            self.metrics.close()
 
     def show_progress(self, bar: ProgressBar) -> None:
         """Waits until the query ends, updating ``bar`` from Spark's progress reports."""

@@ -38,6 +38,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    """``free_port()``: a loopback TCP port that no server listens on."""
+    return _free_port
+
+
 def _packaged(package: str, pattern: str) -> str:
     """The path matching ``pattern`` inside the installed ``package``, found without importing it."""
     spec = importlib.util.find_spec(package)

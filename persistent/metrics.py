@@ -1,0 +1,118 @@
+"""A running job's figures per micro-batch, served to Prometheus.
+
+``Job(metrics_port=PORT)`` (the examples' ``--metrics-port``) starts ``JobMetrics`` on
+the driver: an HTTP server that answers ``GET /metrics`` on ``PORT`` of every
+interface, from a registry of the job's own (two jobs in one process do not share
+figures). After each committed micro-batch the driver publishes the batch's
+``BatchProgress``, the record ``persistent status`` reads from the job directory:
+gauges hold the last micro-batch's figures, counters the totals since the job
+started. Every metric carries the label ``app``, the Spark application's name.
+
+Times are Prometheus' base unit, seconds: event times (the watermark, the clock) in
+seconds since the epoch, so ``time() - persistent_clock_seconds`` is the clock's
+lag behind wall time.
+
+The server is ``prometheus_client``'s (``pip install 'persistent-state[metrics]'``),
+imported only when a job asks for a port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from persistent.runtime import BatchProgress
+
+__all__ = ["JobMetrics", "GAUGES", "COUNTERS"]
+
+#: What a metric takes of a micro-batch's progress record; None where the record lacks it.
+Figure = Callable[["BatchProgress"], "float | None"]
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+#: The last committed micro-batch's figures: ``(name, help, figure of its progress)``.
+#: A figure the progress lacks (``None``: no clock yet) leaves its gauge as it was.
+GAUGES: tuple[tuple[str, str, Figure], ...] = (
+    ("persistent_batch_rows", "Messages the last micro-batch applied to the state.", lambda p: p.rows),
+    ("persistent_batch_results", "Results the last micro-batch wrote to the sink.", lambda p: p.results),
+    ("persistent_batch_late_rows", "Messages of the last micro-batch not applied for being late: behind the "
+     "watermark, or before their key group's last checkpoint.", lambda p: p.late),
+    ("persistent_batch_replayed_rows", "Messages of the last micro-batch before the restore point of a restart "
+     "from the clock, already in the restored state.", lambda p: p.replayed),
+    ("persistent_batch_dead_letters", "Bad records the last micro-batch wrote to the dead-letter output.",
+     lambda p: p.dead_letters),
+    ("persistent_batch_duration_seconds", "How long the last micro-batch took on the driver: computing it, then "
+     "committing it.", lambda p: p.seconds),
+    ("persistent_batch_commit_seconds", "How long the last micro-batch's commit took once it was computed: bad "
+     "records, sink, clock.", lambda p: p.commit_seconds),
+    ("persistent_batch_checkpoints", "Checkpoints the key groups wrote in the last micro-batch.",
+     lambda p: p.checkpoints),
+    ("persistent_batch_checkpoint_bytes", "Bytes of the checkpoints the key groups wrote in the last micro-batch.",
+     lambda p: p.checkpoint_bytes),
+    ("persistent_batch_checkpoint_seconds", "Time the key groups spent writing checkpoints in the last "
+     "micro-batch, summed over the groups.", lambda p: p.checkpoint_seconds),
+    ("persistent_watermark_seconds", "The watermark after the last micro-batch: event time, seconds since the "
+     "epoch.", lambda p: _seconds(p.watermark_ms)),
+    ("persistent_clock_seconds", "The global minimum checkpoint clock: event time, seconds since the epoch.",
+     lambda p: _seconds(p.clock_ms)),
+    ("persistent_clock_lag_seconds", "How far the global minimum checkpoint clock is behind the watermark.",
+     lambda p: _seconds(p.clock_lag_ms)),
+    ("persistent_last_commit_timestamp_seconds", "When the last micro-batch was committed: wall time, seconds "
+     "since the epoch.", lambda p: _seconds(p.finished_at_ms)),
+)
+
+#: Totals since the job started: ``(name, help, figure of one micro-batch's progress)``;
+#: Prometheus' client adds the suffix ``_total``.
+COUNTERS: tuple[tuple[str, str, Figure], ...] = (
+    ("persistent_batches", "Micro-batches committed.", lambda p: 1),
+    ("persistent_rows", "Messages applied to the state.", lambda p: p.rows),
+    ("persistent_results", "Results written to the sink.", lambda p: p.results),
+    ("persistent_late_rows", "Messages not applied for being late.", lambda p: p.late),
+    ("persistent_dead_letters", "Bad records written to the dead-letter output.", lambda p: p.dead_letters),
+    ("persistent_checkpoints", "Checkpoints the key groups wrote.", lambda p: p.checkpoints),
+    ("persistent_checkpoint_bytes", "Bytes of the checkpoints the key groups wrote.", lambda p: p.checkpoint_bytes),
+)
+
+
+class JobMetrics:
+    """Serves one job's metrics on ``address:port`` (``/metrics``) until ``close``."""
+
+    def __init__(self, port: int, app: str, address: str = "0.0.0.0"):
+        try:
+            import prometheus_client as prometheus
+        except ImportError as exc:
+            raise ImportError(
+                f"Job: metrics_port {port} needs prometheus_client, which is not installed: "
+                "pip install 'persistent-state[metrics]'"
+            ) from exc
+        registry = prometheus.CollectorRegistry()
+        self.app = app
+        # A gauge is served from its first value on; a counter from the start, at 0.
+        self._gauges = [(prometheus.Gauge(name, text, ["app"], registry=registry), figure)
+                        for name, text, figure in GAUGES]
+        self._counters = [(prometheus.Counter(name, text, ["app"], registry=registry).labels(app=app), figure)
+                          for name, text, figure in COUNTERS]
+        try:
+            self._server, self._thread = prometheus.start_http_server(port, address, registry)
+        except OSError as exc:
+            raise OSError(exc.errno, f"Job: cannot serve metrics on {address} port {port}: {exc.strerror}") from exc
+        self.address = f"{address}:{port}"
+
+    def publish(self, progress: BatchProgress) -> None:
+        """Sets the gauges to a committed micro-batch's figures and adds them to the totals."""
+        for gauge, figure in self._gauges:
+            value = figure(progress)
+            if value is not None:
+                gauge.labels(app=self.app).set(value)
+        for counter, figure in self._counters:
+            counter.inc(figure(progress))
+
+    def close(self) -> None:
+        """Stops the server and frees its port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

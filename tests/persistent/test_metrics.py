@@ -1,0 +1,107 @@
+"""The metrics a job serves for Prometheus, without Spark: the figures of progress
+records written by the real stores (``jobwriter.JobWriter``), published as the driver
+publishes each committed micro-batch, read back over HTTP."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import sys
+import time
+
+import pytest
+
+from persistent import GeneratorSource, Job, SQLiteSink
+from persistent.jobdir import read_progress
+from persistent.metrics import COUNTERS, GAUGES, JobMetrics
+
+from jobwriter import Counting
+from prometheus_scrape import scrape
+
+
+@pytest.fixture
+def metrics(free_port):
+    port = free_port()
+    served = JobMetrics(port, "count", address="127.0.0.1")
+    yield served, port
+    served.close()
+
+
+def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batches_published(metrics, counting_job):
+    served, port = metrics
+    progress = read_progress(counting_job.directory, 3)  # what persistent status shows
+    for batch in progress:
+        served.publish(batch)
+    figures, last = scrape(port, "count"), progress[-1]
+    assert figures["persistent_batch_rows"] == last.rows == 66
+    assert figures["persistent_batch_results"] == last.results
+    assert figures["persistent_batch_late_rows"] == last.late
+    assert figures["persistent_batch_dead_letters"] == last.dead_letters == 1
+    assert figures["persistent_batch_duration_seconds"] == last.seconds == 1.0
+    assert figures["persistent_batch_commit_seconds"] == last.commit_seconds == 0.5
+    assert figures["persistent_batch_checkpoints"] == last.checkpoints == 3
+    assert figures["persistent_batch_checkpoint_bytes"] == last.checkpoint_bytes > 0
+    assert figures["persistent_batch_checkpoint_seconds"] == last.checkpoint_seconds == 0.06
+    assert figures["persistent_watermark_seconds"] == 0.45
+    assert figures["persistent_clock_seconds"] == 0.4
+    assert figures["persistent_clock_lag_seconds"] == pytest.approx(0.05)
+    assert figures["persistent_last_commit_timestamp_seconds"] == last.finished_at_ms / 1000
+    assert figures["persistent_batches_total"] == 3
+    assert figures["persistent_rows_total"] == sum(p.rows for p in progress) == len(counting_job.sent)
+    assert figures["persistent_dead_letters_total"] == 3
+    assert figures["persistent_checkpoints_total"] == 9
+    assert figures["persistent_checkpoint_bytes_total"] == sum(p.checkpoint_bytes for p in progress)
+    names = {name for name, _, _ in GAUGES} | {f"{name}_total" for name, _, _ in COUNTERS}
+    assert names <= set(figures)
+
+
+def test_before_the_first_batch_the_totals_are_zero_and_no_gauge_is_served(metrics):
+    _, port = metrics
+    assert scrape(port, "count") == {f"{name}_total": 0.0 for name, _, _ in COUNTERS} | {
+        f"{name}_created": pytest.approx(time.time(), abs=60) for name, _, _ in COUNTERS
+    }
+
+
+def test_figures_a_batch_lacks_are_not_served(metrics, counting_job):
+    served, port = metrics
+    first = read_progress(counting_job.directory, 3)[0]
+    served.publish(dataclasses.replace(first, clock_ms=None, commit_seconds=None))
+    figures = scrape(port, "count")
+    assert "persistent_clock_seconds" not in figures and "persistent_clock_lag_seconds" not in figures
+    assert "persistent_batch_commit_seconds" not in figures
+    assert figures["persistent_batch_rows"] == first.rows
+
+
+def test_two_jobs_in_one_process_serve_their_own_figures(metrics, counting_job, free_port):
+    served, port = metrics
+    first, second = read_progress(counting_job.directory, 3)[:2]
+    other_port = free_port()
+    other = JobMetrics(other_port, "count", address="127.0.0.1")
+    try:
+        served.publish(first)
+        other.publish(second)
+        assert scrape(port, "count")["persistent_batch_rows"] == first.rows
+        assert scrape(other_port, "count")["persistent_batch_rows"] == second.rows
+    finally:
+        other.close()
+
+
+def test_a_port_in_use_is_an_error_naming_it_and_a_closed_server_frees_its_port(metrics):
+    served, port = metrics
+    with pytest.raises(OSError, match=f"cannot serve metrics on 127.0.0.1 port {port}: "):
+        JobMetrics(port, "count", address="127.0.0.1")
+    served.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_without_prometheus_client_the_error_names_the_extra(monkeypatch, free_port):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails
+    with pytest.raises(ImportError, match=r"pip install 'persistent-state\[metrics\]'"):
+        JobMetrics(free_port(), "count")
+
+
+def test_a_job_refuses_a_metrics_port_that_is_no_tcp_port(tmp_path):
+    with pytest.raises(ValueError, match="metrics_port must be a TCP port, 1 to 65535, got 70000"):
+        Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
+            metrics_port=70000)
