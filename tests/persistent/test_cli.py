@@ -379,6 +379,7 @@ def test_run_passes_defaults_then_spark_submit_options_then_the_application_and_
     spark_submit, _, properties, _, java_options, *rest = command
     assert os.access(spark_submit, os.X_OK) and spark_submit.endswith("/bin/spark-submit")
     assert os.path.isfile(properties) and properties.endswith("conf/spark-defaults.conf")
+    assert "spark.ui.enabled" not in open(properties).read()  # jobs serve Spark's web UI
     logging = java_options.removeprefix("spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file://")
     assert os.path.isfile(logging) and "rootLogger.level = warn" in open(logging).read()
     assert rest == ["--master", "local[1]", "--verbose", "--conf=spark.x=1", "--conf", "spark.y=2", app, "--total",

@@ -3,6 +3,9 @@
 The session holds an exclusive lock on ``PERSISTENT_SPARK_LOCK`` (default
 ``/tmp/persistent-spark.lock``) while it lives, so two test runs on one machine
 take turns instead of starving each other.
+
+Jobs serve Spark's web UI; the Spark applications of the tests do not
+(``without_spark_ui``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,17 @@ import sys
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def without_spark_ui():
+    """Turns Spark's web UI off in every Spark application the tests start: this
+    process's session and the spark-submit runs, whose driver JVMs take
+    ``SPARK_SUBMIT_OPTS`` as system properties (``spark.*`` ones are settings)."""
+    options = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Dspark.ui.enabled=false".strip()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_SUBMIT_OPTS", options)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """A job with a metrics port serves each committed micro-batch's figures over HTTP
-while it runs, and stops serving when it ends."""
+while it runs, and stops serving when it ends. Jobs have Spark's web UI too; the
+tests' Spark applications do not."""
 
 from __future__ import annotations
 
@@ -40,3 +41,7 @@ def test_the_metrics_endpoint_serves_the_rows_each_batch_read(spark, tmp_path, f
     assert last["persistent_batch_commit_seconds"] == last_batch.commit_seconds > 0
     with pytest.raises(urllib.error.URLError):  # the server stopped with the job
         scrape(port, spark.sparkContext.appName)
+
+
+def test_the_tests_spark_session_has_no_web_ui(spark):
+    assert spark.sparkContext.uiWebUrl is None
