@@ -360,8 +360,8 @@ class Job:
         output = (
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
             "checkpoint_bytes bigint, checkpoint_crc bigint, checkpoint_seconds double, applied bigint, late bigint, "
-            f"replayed bigint, watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, bad_records bigint, "
-            "max_time_ms bigint"
+            f"replayed bigint, watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, "
+            "bad_records bigint, max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
