@@ -10,6 +10,10 @@ with those bytes and replays the messages from ``t`` on. The task calls
 A message older than the last checkpoint (or, for windows, older than the last
 watermark that closed windows) is *late*: its effect is already published, so it
 is counted in ``late_count`` and ``update`` returns ``False`` instead of applying it.
+
+A ``NonWindowState`` may declare a ``ttl_ms``: the table that holds it for many keys
+(``new_table``, a key group's) then drops a key whose newest message is more than
+``ttl_ms`` behind the watermark (``KeyedTable.expire``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 from monoids.base import Monoid, MonoidError
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
-from state.table import KeyedTable
+from state.table import KeyedTable, check_ttl_ms
 from state.window import Window
 
 __all__ = ["PersistentState", "NonWindowState", "WindowState", "WindowResult"]
@@ -47,6 +51,9 @@ class PersistentState(ABC, Generic[V]):
     """
 
     late_count: int
+    #: A key whose newest message is more than this many ms behind the watermark
+    #: expires; ``None``: never (only a ``NonWindowState`` takes one).
+    ttl_ms: int | None = None
 
     def __init__(self, monoid: Monoid[V]):
         if not isinstance(monoid, Monoid):
@@ -78,6 +85,10 @@ class PersistentState(ABC, Generic[V]):
         """Results that the watermark makes final (closed windows); none by default."""
         return []
 
+    @abstractmethod
+    def new_table(self, interval_ms: int) -> KeyedTable:
+        """An empty table that holds this state for many keys, checkpointed every ``interval_ms``."""
+
     def _checked(self, timestamp_ms: int, value: V) -> tuple[int, V]:
         timestamp_ms = check_time_ms(timestamp_ms)
         return timestamp_ms, self.monoid.validate(value, f"timestamp {timestamp_ms}")
@@ -94,10 +105,19 @@ class NonWindowState(PersistentState[V]):
 
     ``checkpoint()`` returns the encoding of ``left``, then folds ``right`` into
     ``left``. Until the first ``set_next_checkpoint_time`` everything goes to ``left``.
+
+    With ``ttl_ms`` (a positive int) a key expires once its newest message is more than
+    ``ttl_ms`` of event time behind the watermark: its key group drops it (all its
+    values, also from later checkpoints), emits nothing for it, and a later message
+    for it starts from ``zero()``, as for a new key. Expiry is a matter of the table
+    that holds many keys (``new_table``); this object alone, one key's value, never
+    expires.
     """
 
-    def __init__(self, monoid: Monoid[V]):
+    def __init__(self, monoid: Monoid[V], ttl_ms: int | None = None):
         super().__init__(monoid)
+        if ttl_ms is not None:
+            self.ttl_ms = check_ttl_ms(ttl_ms, f"NonWindowState({monoid!r})")
         self.late_count = 0
         self.left: V = monoid.zero()
         self.right: V = monoid.zero()
@@ -130,6 +150,9 @@ class NonWindowState(PersistentState[V]):
 
     def get(self) -> V:
         return self.monoid.plus(self.left, self.right)
+
+    def new_table(self, interval_ms: int) -> KeyedTable:
+        return KeyedTable(self.monoid, interval_ms, ttl_ms=self.ttl_ms)
 
     def checkpoint(self) -> bytes:
         checkpoint_time = self._next_checkpoint_time()
@@ -172,7 +195,7 @@ class WindowState(PersistentState[V]):
         if not isinstance(window, Window):
             raise StateValueError(f"WindowState needs a Window, got {window!r}")
         self.window = window
-        self.table = KeyedTable(monoid, checkpoint_interval_ms or window.pane_ms(), window)
+        self.table = self.new_table(checkpoint_interval_ms or window.pane_ms())
 
     @property
     def late_count(self) -> int:
@@ -183,6 +206,9 @@ class WindowState(PersistentState[V]):
         late = self.table.late_count
         self.table.update(self._KEY, np.array([timestamp_ms], dtype=np.int64), [value])
         return self.table.late_count == late
+
+    def new_table(self, interval_ms: int) -> KeyedTable:
+        return KeyedTable(self.monoid, interval_ms, self.window)
 
     def get(self) -> dict[int, V]:
         open_windows = self.table.open_windows()

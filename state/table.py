@@ -21,13 +21,20 @@ row per key (bucket ``COMMITTED``). With a window, buckets are the window's pane
 closed windows are emitted by ``close_windows`` and panes no window can need again
 are pruned at each checkpoint, so memory stays bounded.
 
+Without a window a table may expire keys (``ttl_ms``): it then keeps a fourth
+column, ``times``, the newest message time of each row, and ``expire(watermark_ms)``
+drops every key whose newest message is more than ``ttl_ms`` behind the watermark.
+A message for such a key later starts from ``zero()``, like one for a new key.
+
 Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
 the results they would change are already published.
 
-The encoding (format 2) also names the monoid (``Monoid.identity()``), the window
-and the checkpoint interval, so ``KeyedTable.read`` decodes a checkpoint without the
-task that wrote it. ``decode`` still reads format 1, which named none of them.
+The encoding (format 3) also names the monoid (``Monoid.identity()``), the window,
+the checkpoint interval and the ``ttl_ms``, so ``KeyedTable.read`` decodes a
+checkpoint without the task that wrote it, and holds the ``times`` (empty without a
+``ttl_ms``). ``decode`` still reads format 2, which had no ``times`` (a table
+without ``ttl_ms`` only), and format 1, which named nothing.
 
 Every operation replaces the columns with new arrays and never writes into them, so
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
@@ -50,15 +57,16 @@ from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.window import Window
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "describe"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "describe", "check_ttl_ms"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
 
 _MAGIC = b"PKTB"
-_VERSION = 2
-#: Sections per readable format version: meta, keys, buckets, values (and, from 2, the description).
-_SECTIONS = {1: 4, 2: 5}
+_VERSION = 3
+#: Sections per readable format version: meta, keys, buckets, values (from 2 the
+#: description, from 3 the times).
+_SECTIONS = {1: 4, 2: 5, 3: 6}
 
 
 @dataclass(frozen=True)
@@ -80,25 +88,48 @@ def _first_rows(codes: np.ndarray) -> np.ndarray:
     return first
 
 
-def describe(monoid: Monoid, interval_ms: int, window: Window | None) -> dict:
+def describe(monoid: Monoid, interval_ms: int, window: Window | None, ttl_ms: int | None = None) -> dict:
     """What a table's bytes mean, as JSON data: the monoid (``Monoid.identity``), the
-    window and the checkpoint interval. Tables encode it (format 2), and a job directory
-    records it, so a job with other settings does not read its state."""
+    window, the checkpoint interval and, for a table that expires keys, ``ttl_ms``.
+    Tables encode it (from format 2), and a job directory records it, so a job with other
+    settings does not read its state. Without a ``ttl_ms`` the record has no such entry
+    and equals those written before keys could expire."""
     window_ = window and {"size_ms": window.size_ms, "step_ms": window.step_ms}
-    return {"monoid": monoid.identity(), "window": window_, "interval_ms": interval_ms}
+    description = {"monoid": monoid.identity(), "window": window_, "interval_ms": interval_ms}
+    if ttl_ms is not None:
+        description["ttl_ms"] = ttl_ms
+    return description
+
+
+def check_ttl_ms(ttl_ms: object, where: str) -> int:
+    """``ttl_ms`` if it is a positive int of milliseconds, else ``StateValueError`` naming ``where``."""
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
+        raise StateValueError(f"{where}: ttl_ms must be an int of milliseconds > 0, got {ttl_ms!r}")
+    return ttl_ms
 
 
 class KeyedTable:
     """Columnar monoid states of many keys; see the module docstring."""
 
-    def __init__(self, monoid: Monoid, interval_ms: int, window: Window | None = None):
+    def __init__(self, monoid: Monoid, interval_ms: int, window: Window | None = None, ttl_ms: int | None = None):
         self.monoid = monoid
         self.interval_ms = check_interval_ms(interval_ms)
         self.window = window
+        if ttl_ms is not None:
+            check_ttl_ms(ttl_ms, "KeyedTable")
+            if window is not None:
+                raise StateValueError(
+                    f"KeyedTable: ttl_ms={ttl_ms} with window {window}: windows close by themselves, "
+                    "only a table without a window expires keys"
+                )
+        #: Keys whose newest message is more than this behind the watermark expire (None: never).
+        self.ttl_ms = ttl_ms
         self.bucket_ms = window.pane_ms(interval_ms) if window else interval_ms
         self.keys = np.empty(0, dtype=object)
         self.buckets = np.empty(0, dtype=np.int64)
         self.values = monoid.zeros(0)
+        #: The newest message time of each row, only with a ``ttl_ms``.
+        self.times = None if ttl_ms is None else np.empty(0, dtype=np.int64)
         #: Time of the last checkpoint taken or recovered (0: none yet).
         self.checkpoint_ms = 0
         #: Watermark up to which closed windows have been emitted.
@@ -151,13 +182,14 @@ class KeyedTable:
         late = int(len(on_time) - on_time.sum())
         if late:
             keys, timestamps_ms, column = keys[on_time], timestamps_ms[on_time], column[on_time]
-        buckets = timestamps_ms.astype(np.int64) // self.bucket_ms * self.bucket_ms
-        self._merge(keys, buckets, column)
+        timestamps_ms = timestamps_ms.astype(np.int64)
+        self._merge(keys, timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
         self.late_count += late
         return pd.unique(keys)
 
-    def _merge(self, keys: np.ndarray, buckets: np.ndarray, column: np.ndarray) -> None:
-        """Adds rows and folds rows of equal (key, bucket), older rows first."""
+    def _merge(self, keys: np.ndarray, buckets: np.ndarray, column: np.ndarray, times: np.ndarray) -> None:
+        """Adds rows (``times``: each one's newest message time) and folds rows of equal
+        (key, bucket), older rows first."""
         if not len(keys):
             return
         all_keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
@@ -170,13 +202,13 @@ class KeyedTable:
         self.values = self.monoid.reduce_by_key(pair_codes, len(first), all_values)
         self.keys = all_keys[first]
         self.buckets = all_buckets[first]
+        if self.times is not None:
+            newest = np.full(len(first), np.iinfo(np.int64).min)
+            np.maximum.at(newest, pair_codes, np.concatenate([self.times, times]))
+            self.times = newest
         if not self.monoid.commutative:
-            self._sort_by_bucket()
-
-    def _sort_by_bucket(self) -> None:
-        # Folding a key's buckets in time order is what a non-commutative monoid needs.
-        order = np.argsort(self.buckets, kind="stable")
-        self.keys, self.buckets, self.values = self.keys[order], self.buckets[order], self.values[order]
+            # Folding a key's buckets in time order is what a non-commutative monoid needs.
+            self._keep(np.argsort(self.buckets, kind="stable"))
 
     # -- reading -------------------------------------------------------------------
 
@@ -255,6 +287,23 @@ class KeyedTable:
         self.seal(timestamp_ms)
         return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
+    def expire(self, watermark_ms: int) -> int:
+        """Drops the keys whose newest message is more than ``ttl_ms`` behind
+        ``watermark_ms``, all their rows; returns how many keys went. Nothing without a
+        ``ttl_ms``."""
+        watermark_ms = check_time_ms(watermark_ms, "watermark_ms")
+        if self.times is None:
+            return 0
+        stale = self.times < watermark_ms - self.ttl_ms
+        if not stale.any():
+            return 0
+        # A key expires when all its rows are stale.
+        codes, unique_keys = pd.factorize(self.keys, use_na_sentinel=False)
+        fresh = np.zeros(len(unique_keys), dtype=bool)
+        fresh[codes[~stale]] = True
+        self._keep(fresh[codes])
+        return int(len(unique_keys) - fresh.sum())
+
     def seal(self, timestamp_ms: int) -> None:
         """What ``checkpoint`` does to the table, without encoding it: folds the rows
         before ``timestamp_ms`` (or prunes panes no open window needs) and makes
@@ -276,12 +325,16 @@ class KeyedTable:
 
     def _refold(self) -> None:
         """Folds rows that share (key, bucket) after buckets were rewritten."""
-        keys, buckets, values = self.keys, self.buckets, self.values
+        keys, buckets, values, times = self.keys, self.buckets, self.values, self.times
         self.keys, self.buckets, self.values = np.empty(0, object), np.empty(0, np.int64), self.monoid.zeros(0)
-        self._merge(keys, buckets, values)
+        if times is not None:
+            self.times = np.empty(0, np.int64)
+        self._merge(keys, buckets, values, times)
 
     def _keep(self, rows: np.ndarray) -> None:
         self.keys, self.buckets, self.values = self.keys[rows], self.buckets[rows], self.values[rows]
+        if self.times is not None:
+            self.times = self.times[rows]
 
     def only(self, keys: np.ndarray) -> KeyedTable:
         """A copy holding only the rows of ``keys`` (for moving keys to other tables); its
@@ -302,17 +355,22 @@ class KeyedTable:
         self.keys = np.concatenate([self.keys, other.keys])
         self.buckets = np.concatenate([self.buckets, other.buckets])
         self.values = np.concatenate([self.values, other.values])
+        if self.times is not None:
+            self.times = np.concatenate([self.times, other.times])
         self.late_count += other.late_count
 
     def recover(self, timestamp_ms: int, data: bytes) -> None:
         """Replaces the state with the checkpoint ``data`` taken at ``timestamp_ms``."""
         timestamp_ms = check_time_ms(timestamp_ms)
-        restored = self.decode(data, self.monoid, self.interval_ms, self.window, f"checkpoint at {timestamp_ms}")
+        restored = self.decode(
+            data, self.monoid, self.interval_ms, self.window, f"checkpoint at {timestamp_ms}", ttl_ms=self.ttl_ms
+        )
         if restored.checkpoint_ms != timestamp_ms:
             raise CorruptCheckpointError(
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
             )
         self.keys, self.buckets, self.values = restored.keys, restored.buckets, restored.values
+        self.times = restored.times
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms
 
     # -- encoding ------------------------------------------------------------------
@@ -323,7 +381,8 @@ class KeyedTable:
 
     def _encode(self, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
         meta = np.array([checkpoint_ms, emitted_ms, self.late_count, self.bucket_ms], dtype=np.int64)
-        description = describe(self.monoid, self.interval_ms, self.window)
+        description = describe(self.monoid, self.interval_ms, self.window, self.ttl_ms)
+        times = self.times[rows] if self.times is not None else np.empty(0, np.int64)
         return codec.pack(
             _MAGIC,
             _VERSION,
@@ -333,23 +392,35 @@ class KeyedTable:
                 codec.ints_to_bytes(self.buckets[rows]),
                 self.monoid.encode_column(self.values[rows]),
                 json.dumps(description, sort_keys=True).encode(),
+                codec.ints_to_bytes(times),
             ],
         )
 
     @staticmethod
     def _unpack(data: bytes, what: str) -> tuple[int, list[bytes]]:
         version, sections = codec.unpack(_MAGIC, _SECTIONS, data, what)
-        if len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8:
+        if (len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8
+                or (version >= 3 and len(sections[5]) % 8)):
             raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
         return version, sections
 
     @classmethod
     def decode(
-        cls, data: bytes, monoid: Monoid, interval_ms: int, window: Window | None = None, what: str = "table"
+        cls,
+        data: bytes,
+        monoid: Monoid,
+        interval_ms: int,
+        window: Window | None = None,
+        what: str = "table",
+        *,
+        ttl_ms: int | None = None,
     ) -> KeyedTable:
-        """A table from ``encode`` (or ``checkpoint``) bytes of an equal monoid and window."""
+        """A table from ``encode`` (or ``checkpoint``) bytes of an equal monoid and window.
+
+        With a ``ttl_ms`` the bytes must hold the rows' times (a table written with a
+        ``ttl_ms``); without one their times, if any, are left out."""
         _, sections = cls._unpack(data, what)
-        return cls._from_sections(sections, monoid, interval_ms, window, what)
+        return cls._from_sections(sections, monoid, interval_ms, window, ttl_ms, what)
 
     @classmethod
     def read(cls, data: bytes, what: str = "table") -> KeyedTable:
@@ -371,19 +442,28 @@ class KeyedTable:
             description = json.loads(sections[4])
             identity, interval_ms = description["monoid"], check_interval_ms(description["interval_ms"])
             window = description["window"] and Window(**description["window"])
+            ttl_ms = description.get("ttl_ms")
+            if ttl_ms is not None:
+                check_ttl_ms(ttl_ms, "the description")
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCheckpointError(f"{what}: the description of the table is unreadable ({exc!r})") from exc
         try:
             monoid = from_identity(identity)
         except MonoidError as exc:
             raise StateValueError(f"{what}: {exc}") from exc
-        return cls._from_sections(sections, monoid, interval_ms, window, what)
+        return cls._from_sections(sections, monoid, interval_ms, window, ttl_ms, what)
 
     @classmethod
     def _from_sections(
-        cls, sections: list[bytes], monoid: Monoid, interval_ms: int, window: Window | None, what: str
+        cls,
+        sections: list[bytes],
+        monoid: Monoid,
+        interval_ms: int,
+        window: Window | None,
+        ttl_ms: int | None,
+        what: str,
     ) -> KeyedTable:
-        table = cls(monoid, interval_ms, window)
+        table = cls(monoid, interval_ms, window, ttl_ms)
         meta, keys, buckets, values = sections[:4]
         checkpoint_ms, emitted_ms, late_count, bucket_ms = codec.ints_from_bytes(meta).tolist()
         if bucket_ms != table.bucket_ms:
@@ -402,5 +482,14 @@ class KeyedTable:
             raise CorruptCheckpointError(f"{what}: {exc}") from exc
         if not len(table.keys) == len(table.buckets) == len(table.values):
             raise CorruptCheckpointError(f"{what}: columns differ in length")
+        if ttl_ms is not None:
+            table.times = codec.ints_from_bytes(sections[5]) if len(sections) > 5 else np.empty(0, np.int64)
+            if len(table.times) != len(table.keys) and not len(table.times):
+                raise StateValueError(
+                    f"{what} holds no message times for its {len(table.keys)} rows: it was written without "
+                    f"ttl_ms, and cannot be read with ttl_ms={ttl_ms}"
+                )
+            if len(table.times) != len(table.keys):
+                raise CorruptCheckpointError(f"{what}: columns differ in length")
         table.checkpoint_ms, table.emitted_ms, table.late_count = checkpoint_ms, emitted_ms, late_count
         return table

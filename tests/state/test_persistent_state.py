@@ -643,3 +643,20 @@ def test_a_window_state_through_a_checkpoint_manager_and_store_recovers(tmp_path
         state.recover(t, manager.recover(t))
         replayed = run(state, manager, [e for e in stream if e[0] == "wm" or e[1] >= t])
         assert replayed == [r for r in first if r.end_ms > t], t
+
+
+def test_a_non_window_state_with_ttl_builds_tables_that_expire_keys():
+    spec = NonWindowState(Sum(), ttl_ms=1000)
+    table = spec.new_table(100)
+    assert (spec.ttl_ms, table.ttl_ms, NonWindowState(Sum()).new_table(100).ttl_ms) == (1000, 1000, None)
+
+
+@pytest.mark.parametrize("ttl", [0, -1, 2.5, False])
+def test_a_ttl_that_is_not_a_positive_int_is_refused_naming_the_state_and_value(ttl):
+    with pytest.raises(StateValueError, match=rf"NonWindowState\(.*\): ttl_ms must be .* got {ttl!r}"):
+        NonWindowState(Sum(), ttl_ms=ttl)
+
+
+def test_a_window_state_takes_no_ttl():
+    with pytest.raises(TypeError, match="ttl_ms"):
+        WindowState(Sum(), Window(100), ttl_ms=1000)

@@ -18,7 +18,7 @@ from monoids.base import Monoid, MonoidError, MonoidTypeError, MonoidValueError
 from monoids.numeric import Count, Max, Min, Sum
 from state import codec
 from state.errors import CorruptCheckpointError, StateValueError
-from state.table import COMMITTED, KeyedTable
+from state.table import COMMITTED, KeyedTable, describe
 from state.window import Window
 
 INTERVAL = 100
@@ -531,17 +531,17 @@ def _sample_bytes() -> bytes:
 
 
 def _sections() -> list[bytes]:
-    version, sections = codec.unpack(b"PKTB", (2,), _sample_bytes(), "test")
+    version, sections = codec.unpack(b"PKTB", (3,), _sample_bytes(), "test")
     return sections
 
 
-def _repack(sections, version=2) -> bytes:
+def _repack(sections, version=3) -> bytes:
     return codec.pack(b"PKTB", version, sections)
 
 
 def _corruptions():
     data = _sample_bytes()
-    meta, keys, buckets, values, description = _sections()
+    meta, keys, buckets, values, description, times = _sections()
     yield "empty", b""
     yield "header only", data[:10]
     for cut in (1, 9, len(data) // 2, len(data) - 1):
@@ -549,17 +549,19 @@ def _corruptions():
     yield "trailing bytes", data + b"\0"
     yield "another magic", b"XXXX" + data[4:]
     yield "another version", data[:4] + b"\x00\x09" + data[6:]
-    yield "four sections", _repack([meta, keys, buckets, values])
-    yield "six sections", _repack([meta, keys, buckets, values, description, b""])
+    yield "five sections", _repack([meta, keys, buckets, values, description])
+    yield "seven sections", _repack([meta, keys, buckets, values, description, times, b""])
+    yield "format 2 with six sections", _repack([meta, keys, buckets, values, description, times], version=2)
     yield "format 1 with five sections", _repack([meta, keys, buckets, values, description], version=1)
-    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values, description])
-    yield "torn meta", _repack([meta[:20], keys, buckets, values, description])
-    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values, description])
-    yield "torn buckets", _repack([meta, keys, buckets[:-3], values, description])
-    yield "one bucket short", _repack([meta, keys, buckets[:-8], values, description])
+    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values, description, times])
+    yield "torn meta", _repack([meta[:20], keys, buckets, values, description, times])
+    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values, description, times])
+    yield "torn buckets", _repack([meta, keys, buckets[:-3], values, description, times])
+    yield "one bucket short", _repack([meta, keys, buckets[:-8], values, description, times])
     other_values = Max().encode_column(np.array([1, 2, 3]))
-    yield "values of another monoid", _repack([meta, keys, buckets, other_values, description])
-    yield "torn values", _repack([meta, keys, buckets, values[:-3], description])
+    yield "values of another monoid", _repack([meta, keys, buckets, other_values, description, times])
+    yield "torn values", _repack([meta, keys, buckets, values[:-3], description, times])
+    yield "torn times", _repack([meta, keys, buckets, values, description, b"\0\0\0"])
 
 
 @pytest.mark.parametrize(("what", "data"), list(_corruptions()), ids=[w for w, _ in _corruptions()])
@@ -619,8 +621,16 @@ def test_a_checkpoint_of_quantiles_is_recovered_whatever_ranks_either_side_prese
     assert read.monoid.ranks == (0.5,) and read.monoid.present_column(read.totals()[1]).tolist() == [100.0]
 
 
+def test_format_2_bytes_are_still_decoded_and_read():
+    meta, keys, buckets, values, description, _ = _sections()
+    old = _repack([meta, keys, buckets, values, description], version=2)
+    current = KeyedTable.decode(_sample_bytes(), Sum(), INTERVAL)
+    assert len(current) and state_of(KeyedTable.decode(old, Sum(), INTERVAL)) == state_of(current)
+    assert state_of(KeyedTable.read(old, "old checkpoint")) == state_of(current)
+
+
 def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
-    meta, keys, buckets, values, _ = _sections()
+    meta, keys, buckets, values, _, _ = _sections()
     old = _repack([meta, keys, buckets, values], version=1)
     current = KeyedTable.decode(_sample_bytes(), Sum(), INTERVAL)
     assert len(current) and state_of(KeyedTable.decode(old, Sum(), INTERVAL)) == state_of(current)
@@ -646,9 +656,9 @@ def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
     ],
 )
 def test_read_of_a_damaged_or_unknown_description_raises_naming_the_table(description, error, message):
-    meta, keys, buckets, values, _ = _sections()
+    meta, keys, buckets, values, _, times = _sections()
     with pytest.raises(error, match=message) as raised:
-        KeyedTable.read(_repack([meta, keys, buckets, values, description]), "checkpoint X")
+        KeyedTable.read(_repack([meta, keys, buckets, values, description, times]), "checkpoint X")
     assert "checkpoint X" in str(raised.value)
 
 
@@ -757,3 +767,85 @@ def test_a_table_of_another_checkpoint_is_not_absorbed():
     late.checkpoint(200)
     with pytest.raises(StateValueError, match="checkpointed at 200 ms .* into one at 100 ms"):
         early.absorb(late)
+
+
+# -- keys that expire (ttl_ms) -------------------------------------------------------------
+
+
+def test_a_key_expires_only_when_its_newest_message_is_more_than_ttl_behind_the_watermark():
+    table = KeyedTable(Sum(), INTERVAL, ttl_ms=500)
+    apply(table, [("a", 900, 1), ("a", 1000, 2), ("a", 950, 4), ("b", 1001, 8)])
+    assert table.expire(1500) == 0 and totals(table) == {"a": 7, "b": 8}
+    assert table.expire(1501) == 1 and totals(table) == {"b": 8}
+    assert table.get("a") == 0
+    apply(table, [("a", 1600, 16)])  # starts from zero, as a new key
+    assert totals(table) == {"a": 16, "b": 8}
+
+
+def test_a_table_without_ttl_never_expires():
+    table = table_of()
+    apply(table, [("a", 1, 1)])
+    assert table.expire(10**12) == 0 and totals(table) == {"a": 1}
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 60), st.integers(0, 9)), max_size=40),
+    st.integers(1, 400),
+)
+@settings(max_examples=60, deadline=None)
+def test_expiry_with_checkpoints_between_equals_a_per_key_model(steps, ttl):
+    """Each step sends one message per key listed, then advances the watermark by 100 ms."""
+    table = KeyedTable(Sum(), INTERVAL, ttl_ms=ttl)
+    model: dict = {}  # key -> (total, newest time)
+    watermark = 0
+    for key, offset, value in steps:
+        ts = watermark + offset
+        apply(table, [(key, ts, value)])
+        total, newest = model.get(key, (0, ts))
+        model[key] = (total + value, max(newest, ts))
+        watermark += 100
+        if table.due_checkpoint(watermark):
+            table.checkpoint(table.due_checkpoint(watermark))
+        table.expire(watermark)
+        model = {k: (t, n) for k, (t, n) in model.items() if watermark - n <= ttl}
+        assert totals(table) == {k: t for k, (t, _) in model.items()}
+
+
+def test_message_times_survive_a_checkpoint_so_a_recovered_table_expires_the_same_keys():
+    table = KeyedTable(Sum(), INTERVAL, ttl_ms=300)
+    apply(table, [("a", 10, 1), ("b", 150, 2), ("a", 90, 4), ("c", 260, 8)])
+    data = table.checkpoint(200)
+    recovered = KeyedTable(Sum(), INTERVAL, ttl_ms=300)
+    recovered.recover(200, data)
+    for watermark in (390, 391, 450, 451):
+        assert recovered.expire(watermark) == table.expire(watermark)
+        assert totals(recovered) == {k: v for k, v in totals(table).items() if k != "c"}
+    assert totals(recovered) == {}
+    read = KeyedTable.read(data, "checkpoint")
+    assert read.ttl_ms == 300 and read.times.tolist() == [90, 150]
+
+
+def test_describe_names_ttl_only_when_keys_expire():
+    assert "ttl_ms" not in describe(Sum(), INTERVAL, None)
+    assert describe(Sum(), INTERVAL, None, 1000)["ttl_ms"] == 1000
+
+
+def test_a_table_written_without_ttl_cannot_be_read_with_one_but_the_reverse_can():
+    plain = table_of()
+    apply(plain, [("a", 10, 1)])
+    with pytest.raises(StateValueError, match="written without ttl_ms, and cannot be read with ttl_ms=50"):
+        KeyedTable.decode(plain.encode(), Sum(), INTERVAL, ttl_ms=50)
+    expiring = KeyedTable(Sum(), INTERVAL, ttl_ms=50)
+    apply(expiring, [("a", 10, 1)])
+    assert totals(KeyedTable.decode(expiring.encode(), Sum(), INTERVAL)) == {"a": 1}
+
+
+@pytest.mark.parametrize("ttl", [0, -5, 1.5, True, "1000"])
+def test_a_ttl_that_is_not_a_positive_int_is_refused_naming_it(ttl):
+    with pytest.raises(StateValueError, match=f"ttl_ms must be an int of milliseconds > 0, got {ttl!r}"):
+        KeyedTable(Sum(), INTERVAL, ttl_ms=ttl)
+
+
+def test_a_windowed_table_takes_no_ttl():
+    with pytest.raises(StateValueError, match="ttl_ms=100 with window"):
+        KeyedTable(Sum(), INTERVAL, Window(200), ttl_ms=100)
