@@ -150,12 +150,13 @@ class KeyGroup:
     def __init__(self, task: PersistentTask, interval_ms: int, floor_ms: int = 0, table: KeyedTable | None = None):
         spec = task.state_spec()
         self.task = task
+        self.spec = spec
         self.monoid = spec.monoid
         self.window = spec.window if isinstance(spec, WindowState) else None
         #: Messages before this time are inside the restored checkpoint: dropped, not applied.
         self.floor_ms = floor_ms
         if table is None:
-            table = KeyedTable(self.monoid, interval_ms, self.window)
+            table = spec.new_table(interval_ms)
             table.checkpoint_ms = table.emitted_ms = floor_ms
         self.table = table
         self._touched: list[np.ndarray] = []
@@ -173,7 +174,9 @@ class KeyGroup:
     def decode(cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state)."""
         group = cls(task, interval_ms, floor_ms)
-        group.table = KeyedTable.decode(data, group.monoid, interval_ms, group.window, "key group state")
+        group.table = KeyedTable.decode(
+            data, group.monoid, interval_ms, group.window, "key group state", ttl_ms=group.spec.ttl_ms
+        )
         return group
 
     def encode(self) -> bytes:
@@ -344,20 +347,27 @@ class KeyGroup:
         return record
 
     def advance(self, watermark_ms: int, checkpoint: bool = True) -> tuple[pd.DataFrame, tuple[int, bytes] | None]:
-        """Results of this batch and, if one is due at ``watermark_ms``, a checkpoint.
+        """Results of this batch and, if one is due at ``watermark_ms``, a checkpoint;
+        then, with a ``ttl_ms``, the keys the watermark leaves too far behind expire.
 
         With ``checkpoint=False`` the state moves past the boundary due as if it had
         been checkpointed (``KeyedTable.seal``), but no checkpoint bytes are made.
+
+        Expiry comes last, so the checkpoint at ``T`` holds the keys that no watermark
+        before ``T`` expired: a group restored from it (its watermark starts at ``T``)
+        holds every key that an uninterrupted run folded the messages from ``T`` on
+        into, and the replay expires them as that run did.
         """
         watermark_ms = max(check_time_ms(watermark_ms, "watermark_ms"), self.floor_ms)
         results = self._results(watermark_ms)
         due = self.table.due_checkpoint(watermark_ms)
-        if due is None:
-            return results, None
-        if not checkpoint:
+        taken = None
+        if due is not None and checkpoint:
+            taken = (due, self.table.checkpoint(due))
+        elif due is not None:
             self.table.seal(due)
-            return results, None
-        return results, (due, self.table.checkpoint(due))
+        self.table.expire(watermark_ms)
+        return results, taken
 
     def process(
         self, messages: pd.DataFrame, watermark_ms: int, bad_records: BadRecords = BadRecords.FAIL

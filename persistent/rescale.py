@@ -40,7 +40,7 @@ from persistent.filesystems import JobStorage
 from persistent.recovery import JobDirectory, task_index, task_name
 from state.checkpoint_store import CheckpointStore
 from state.errors import ClockError
-from state.persistent_state import PersistentState, WindowState
+from state.persistent_state import PersistentState
 from state.table import KeyedTable
 
 __all__ = ["RescalePlan", "pending", "rescale_if_asked", "install"]
@@ -122,11 +122,10 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
     """Steps 1: the new groups' checkpoints at the clock, staged; one report row per new group."""
     from pyspark.sql import functions as F
 
-    window = spec.window if isinstance(spec, WindowState) else None
     clock_ms, to_groups = plan.clock_ms, plan.to_groups
 
     def restore(directory: JobDirectory, group: int) -> KeyedTable:
-        table = KeyedTable(spec.monoid, interval_ms, window)
+        table = spec.new_table(interval_ms)
         table.recover(clock_ms, directory.restore(group, clock_ms))
         return table
 
@@ -147,7 +146,7 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
             for part in parts[1:]:
                 table.absorb(part)
         else:
-            table = KeyedTable(spec.monoid, interval_ms, window)
+            table = spec.new_table(interval_ms)
             table.checkpoint_ms = table.emitted_ms = clock_ms
         staged = CheckpointStore(directory.fs, _staging(directory), task_name(new_group))
         written = staged.persist(clock_ms, table.encode())

@@ -251,7 +251,7 @@ class Job:
         cores = spark.sparkContext.defaultParallelism
         window = self.spec.window if self.windowed else None
         recovery = plan(self.delivery, directory, self.key_groups, KEY_GROUPS_PER_CORE * cores,
-                        describe(self.spec.monoid, self.checkpoint_interval_ms, window),
+                        describe(self.spec.monoid, self.checkpoint_interval_ms, window, self.spec.ttl_ms),
                         self.sink.newest_generation(spark))
         stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:

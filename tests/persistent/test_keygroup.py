@@ -129,3 +129,84 @@ def test_a_group_without_checkpoints_gives_the_same_results_and_no_checkpoint_by
     for (with_results, _), (without_results, _) in zip(outputs[True], outputs[False]):
         pd.testing.assert_frame_equal(with_results, without_results)
     assert groups[False].encode() == groups[True].encode()
+
+
+class ExpiringCount(VectorizedCount):
+    def __init__(self, ttl_ms: int | None):
+        self.ttl_ms = ttl_ms
+
+    def persistent_state(self):
+        return NonWindowState(Count(), ttl_ms=self.ttl_ms)
+
+
+def test_a_key_ttl_behind_the_watermark_stays_and_one_more_ms_expires_without_a_result():
+    tester = TaskTester(ExpiringCount(500), checkpoint_interval_ms=100)
+    tester.send([("a", 1000, 0), ("b", 1001, 0)])
+    assert totals([tester.advance_watermark(1500)]) == {"a": 1, "b": 1}
+    assert tester.advance_watermark(1501).empty  # a expires and emits nothing
+    assert (tester.peek("a"), tester.peek("b")) == (0, 1)
+    tester.send([("a", 1600, 0), ("b", 1600, 0)])
+    assert totals([tester.advance_watermark(1600)]) == {"a": 1, "b": 2}  # a starts from zero
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 700), st.integers(0, 9)), max_size=60),
+    st.lists(st.integers(1, 130), min_size=6, max_size=6),
+    st.integers(1, 250),
+    st.integers(0, 4),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_group_restored_from_a_checkpoint_expires_the_same_keys_as_an_uninterrupted_run(messages, steps, ttl, crash):
+    watermarks = np.cumsum(steps).tolist()  # not on checkpoint boundaries
+    batches = [[m for m in messages if low <= m[1] < high] for low, high in zip([0, *watermarks], watermarks)]
+
+    def run(tester, batches, watermarks):
+        for batch, watermark in zip(batches, watermarks):
+            tester.send(batch)
+            tester.advance_watermark(watermark)
+        return tester
+
+    clean = run(TaskTester(ExpiringCount(ttl), checkpoint_interval_ms=100), batches, watermarks)
+    crashed = run(TaskTester(ExpiringCount(ttl), checkpoint_interval_ms=100), batches[:crash + 1], watermarks[:crash + 1])
+    if not crashed.checkpoints:
+        return
+    restore_ms = max(crashed.checkpoints)
+    # The source rewinds to the checkpoint; the replay runs the same micro-batches from the
+    # one that took it, whose results reached the sink before the clock named the checkpoint.
+    first = next(i for i, w in enumerate(watermarks) if w >= restore_ms)
+    restored = run(crashed.restore(restore_ms), batches[first:], watermarks[first:])
+
+    assert totals(crashed.results[:first + 1] + restored.results) == totals(clean.results)
+    assert {t: clean.checkpoints[t] for t in restored.checkpoints} == restored.checkpoints
+    assert restored.group.table.totals()[0].tolist() == clean.group.table.totals()[0].tolist()
+
+
+def test_with_ttl_a_stream_of_always_new_keys_keeps_state_and_checkpoints_bounded():
+    sizes = {}
+    for ttl in (300, None):
+        tester = TaskTester(ExpiringCount(ttl), checkpoint_interval_ms=100)
+        rows, checkpoint_bytes = [], []
+        for step in range(1, 41):
+            tester.send([(f"k{step}-{i}", step * 100 - 50, 0) for i in range(50)])
+            tester.advance_watermark(step * 100)
+            rows.append(len(tester.group.table))
+            checkpoint_bytes.append(len(tester.checkpoints[step * 100]))
+        sizes[ttl] = rows, checkpoint_bytes
+    rows, checkpoint_bytes = sizes[300]
+    assert max(rows) == 50 * 3 and rows[-1] == rows[10]  # keys 50, 150 and 250 ms behind stay
+    assert max(checkpoint_bytes[10:]) <= 1.1 * checkpoint_bytes[10]
+    rows, checkpoint_bytes = sizes[None]
+    assert rows[-1] == 50 * 40 and checkpoint_bytes[-1] > 3 * checkpoint_bytes[10]
+
+
+def test_a_checkpoint_keeps_the_keys_its_own_watermark_expires_so_a_replay_in_other_batches_emits_full_counts():
+    messages = [("a", 90, 0), ("a", 120, 0)]
+    tester = TaskTester(ExpiringCount(50), checkpoint_interval_ms=100)
+    tester.send(messages)
+    assert totals([tester.advance_watermark(50)]) == {"a": 2}
+    tester.advance_watermark(180)  # checkpoint at 100, then a (newest 120) expires
+    assert (sorted(tester.checkpoints), tester.peek("a")) == ([100], 0)
+    # Path B on Spark: the first micro-batch after the restore runs at the restore point.
+    restored = tester.restore(100)
+    restored.send(messages)
+    assert totals([restored.advance_watermark(100)]) == {"a": 2}
