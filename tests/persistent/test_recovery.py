@@ -139,10 +139,11 @@ WINDOW_4S = {"monoid": {"name": "sum", "version": 1, "params": {"kind": "float"}
     ({"window": {"size_ms": 8000, "step_ms": 1000}}, "window 8000 ms every 1000 ms"),  # the same panes
     ({"interval_ms": 2000}, "checkpoint interval 2000 ms"),
     ({"monoid": {"name": "max", "version": 1, "params": {"kind": "float"}}}, '"name": "max"'),
+    ({"ttl_ms": 60000}, "keys expiring 60000 ms behind the watermark"),
 ])
 @pytest.mark.parametrize("spark_checkpoint", [True, False], ids=["path A", "path B"])
-def test_a_restart_with_another_window_interval_or_monoid_is_refused_naming_both(directory, change, named,
-                                                                                 spark_checkpoint):
+def test_a_restart_with_another_window_interval_monoid_or_ttl_is_refused_naming_both(
+        directory, change, named, spark_checkpoint):
     directory.plan(2, description=WINDOW_4S)
     checkpoint_all(directory, 1000)
     if spark_checkpoint:
