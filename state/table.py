@@ -24,7 +24,9 @@ are pruned at each checkpoint, so memory stays bounded.
 Without a window a table may expire keys (``ttl_ms``): it then keeps a fourth
 column, ``times``, the newest message time of each row, and ``expire(watermark_ms)``
 drops every key whose newest message is more than ``ttl_ms`` behind the watermark.
-A message for such a key later starts from ``zero()``, like one for a new key.
+A message more than ``ttl_ms`` after its key's previous one starts the key from
+``zero()`` (``update``), however the messages are batched; expiry only drops keys
+that any message still accepted would start from zero.
 
 Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
@@ -183,9 +185,45 @@ class KeyedTable:
         if late:
             keys, timestamps_ms, column = keys[on_time], timestamps_ms[on_time], column[on_time]
         timestamps_ms = timestamps_ms.astype(np.int64)
+        if self.ttl_ms is not None and len(keys):
+            fresh = self._restart(keys, timestamps_ms)
+            keys, timestamps_ms, column = keys[fresh], timestamps_ms[fresh], column[fresh]
         self._merge(keys, timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
         self.late_count += late
         return pd.unique(keys)
+
+    def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
+        """Starts from ``zero()`` each key that a message of the batch restarts: one more
+        than ``ttl_ms`` after the key's previous message, in time order (the key's newest
+        time in the table for its oldest message of the batch). Drops such a key's rows and
+        returns which messages to apply: those from its last restart on.
+
+        How the messages are cut into batches cannot change this. A restart may drop rows
+        the pending checkpoint would hold, but every replay from that checkpoint meets the
+        restarting message again, and drops whatever it rebuilt of the key before it."""
+        table_rows = len(self.keys)
+        codes, unique_keys = pd.factorize(
+            np.concatenate([self.keys, keys.astype(object, copy=False)]), use_na_sentinel=False
+        )
+        table_codes, codes = codes[:table_rows], codes[table_rows:]
+        newest = np.full(len(unique_keys), -1, dtype=np.int64)  # -1: not in the table
+        np.maximum.at(newest, table_codes, self.times)
+        order = np.lexsort((timestamps_ms, codes))
+        codes, times = codes[order], timestamps_ms[order]
+        previous = np.empty_like(times)
+        previous[1:] = times[:-1]
+        oldest_of_key = np.ones(len(codes), dtype=bool)
+        oldest_of_key[1:] = codes[1:] != codes[:-1]
+        previous[oldest_of_key] = newest[codes[oldest_of_key]]
+        restarts = (previous >= 0) & (times - previous > self.ttl_ms)
+        last_restart = np.full(len(unique_keys), -1)
+        np.maximum.at(last_restart, codes[restarts], np.flatnonzero(restarts))
+        if not restarts.any():
+            return np.ones(len(keys), dtype=bool)
+        self._keep(last_restart[table_codes] < 0)
+        fresh = np.empty(len(keys), dtype=bool)
+        fresh[order] = np.arange(len(codes)) >= last_restart[codes]
+        return fresh
 
     def _merge(self, keys: np.ndarray, buckets: np.ndarray, column: np.ndarray, times: np.ndarray) -> None:
         """Adds rows (``times``: each one's newest message time) and folds rows of equal

@@ -145,7 +145,7 @@ def test_a_key_ttl_behind_the_watermark_stays_and_one_more_ms_expires_without_a_
     assert totals([tester.advance_watermark(1500)]) == {"a": 1, "b": 1}
     assert tester.advance_watermark(1501).empty  # a expires and emits nothing
     assert (tester.peek("a"), tester.peek("b")) == (0, 1)
-    tester.send([("a", 1600, 0), ("b", 1600, 0)])
+    tester.send([("a", 1600, 0), ("b", 1501, 0)])  # b: ttl after its previous message, so kept
     assert totals([tester.advance_watermark(1600)]) == {"a": 1, "b": 2}  # a starts from zero
 
 
@@ -210,3 +210,38 @@ def test_a_checkpoint_keeps_the_keys_its_own_watermark_expires_so_a_replay_in_ot
     restored = tester.restore(100)
     restored.send(messages)
     assert totals([restored.advance_watermark(100)]) == {"a": 2}
+
+
+@pytest.mark.parametrize("batches", [[[("k", 100, 0), ("k", 1200, 0)]], [[("k", 100, 0)], [("k", 1200, 0)]]])
+def test_a_message_more_than_ttl_after_its_keys_previous_one_starts_from_zero_in_any_batching(batches):
+    tester = TaskTester(ExpiringCount(1000), checkpoint_interval_ms=100)
+    for batch in batches:
+        tester.send(batch)
+        tester.advance_watermark(100)
+    assert totals(tester.results) == {"k": 1}
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 1500), st.integers(0, 9)), max_size=40),
+    st.integers(1, 400),
+    st.data(),
+)
+@settings(max_examples=100, deadline=None)
+def test_with_ttl_the_results_do_not_depend_on_how_the_messages_are_batched(messages, ttl, data):
+    """Messages in time order, cut into micro-batches at random; each batch runs at the
+    watermark of the batches before it (the newest event time they held)."""
+    ordered = sorted(messages, key=lambda m: m[1])
+
+    def run(cuts):
+        tester = TaskTester(ExpiringCount(ttl), checkpoint_interval_ms=100)
+        bounds = [0, *sorted(cuts), len(ordered)]
+        watermark = 0
+        for low, high in zip(bounds, bounds[1:]):
+            tester.send(ordered[low:high])
+            tester.advance_watermark(watermark)
+            watermark = max([watermark, *(m[1] for m in ordered[low:high])])
+        tester.advance_watermark(watermark)
+        return totals(tester.results)
+
+    cut_points = st.sets(st.integers(1, max(len(ordered) - 1, 1)))
+    assert run(data.draw(cut_points)) == run(data.draw(cut_points))

@@ -782,6 +782,17 @@ def test_a_key_expires_only_when_its_newest_message_is_more_than_ttl_behind_the_
     assert totals(table) == {"a": 16, "b": 8}
 
 
+def test_a_message_more_than_ttl_after_its_keys_previous_one_starts_it_from_zero():
+    table = KeyedTable(Concat(), INTERVAL, ttl_ms=100)
+    apply(table, [("a", 10, ("x",)), ("b", 10, ("p",))])
+    table.checkpoint(100)  # a's first message is committed, the restart drops it too
+    apply(table, [("a", 150, ("y",)), ("a", 110, ("z",)), ("a", 261, ("w",)), ("a", 261, ("v",)),
+                  ("a", 300, ("u",)), ("b", 110, ("q",))])
+    # a: 10 -> 110 is 100 ms (kept), 150 -> 261 is 111 ms (restart); equal times stay together.
+    assert totals(table) == {"a": ("w", "v", "u"), "b": ("p", "q")}
+    assert min(table.times[table.keys == "a"]) == 261
+
+
 def test_a_table_without_ttl_never_expires():
     table = table_of()
     apply(table, [("a", 1, 1)])
@@ -794,7 +805,8 @@ def test_a_table_without_ttl_never_expires():
 )
 @settings(max_examples=60, deadline=None)
 def test_expiry_with_checkpoints_between_equals_a_per_key_model(steps, ttl):
-    """Each step sends one message per key listed, then advances the watermark by 100 ms."""
+    """Each step sends one message per key listed, then advances the watermark by 100 ms;
+    a message more than ``ttl`` after its key's newest one starts the key from zero."""
     table = KeyedTable(Sum(), INTERVAL, ttl_ms=ttl)
     model: dict = {}  # key -> (total, newest time)
     watermark = 0
@@ -802,6 +814,8 @@ def test_expiry_with_checkpoints_between_equals_a_per_key_model(steps, ttl):
         ts = watermark + offset
         apply(table, [(key, ts, value)])
         total, newest = model.get(key, (0, ts))
+        if ts - newest > ttl:
+            total = 0
         model[key] = (total + value, max(newest, ts))
         watermark += 100
         if table.due_checkpoint(watermark):
