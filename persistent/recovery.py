@@ -225,6 +225,8 @@ class JobDirectory:
         start takes ``key_groups``, or ``default_key_groups`` when that is ``None``. An
         explicit ``key_groups`` must equal the recorded number: keys hash to groups by
         it, so another number would put a key's messages beside another group's state.
+        Without the generation file (a directory copied with ``clock/`` and
+        ``checkpoints/`` only), the number is the one the clock's tasks name.
 
         ``description`` says what the job's state means (``state.table.describe``:
         monoid, window, checkpoint interval). The directory records it, and a restart
@@ -258,12 +260,14 @@ class JobDirectory:
                 f"change the number, delete {self.spark} and start the job with key_groups={key_groups}: it "
                 f"restarts from the clock and re-splits every checkpoint into the new groups (persistent.rescale)"
             )
-        key_groups = key_groups or recorded or default_key_groups
-        if key_groups is None:
-            raise ValueError(f"{self.root} records no number of key groups: give the job's key_groups")
         same_checkpoint = self.spark_started()
         # Path A needs a readable clock as well: every micro-batch advances it.
         record = self._read_clock(check=not same_checkpoint)
+        if current is None and record is not None and record.task_clocks:
+            recorded = self._clock_key_groups(record, key_groups)
+        key_groups = key_groups or recorded or default_key_groups
+        if key_groups is None:
+            raise ValueError(f"{self.root} records no number of key groups: give the job's key_groups")
         recorded_generation = current["generation"] if current else 0
         if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
             raise ValueError(
@@ -286,6 +290,21 @@ class JobDirectory:
         self.fs.delete(self.spark)
         restored = frozenset(map(task_index, record.task_clocks))
         return self._start(RecoveryPath.FROM_CLOCK, key_groups, state, generation, record.clock_ms, restored)
+
+    def _clock_key_groups(self, record: ClockRecord, key_groups: int | None) -> int:
+        """The number of key groups of a directory without its generation file (copied
+        with its ``clock/`` and ``checkpoints/`` only): the clock's task clocks name every
+        key group. An explicit ``key_groups`` must equal it."""
+        named = max(map(task_index, record.task_clocks)) + 1
+        if key_groups not in (None, named):
+            raise ValueError(
+                f"{self.root} has no generation file, and its clock names {named} key groups (tasks "
+                f"{task_name(0)} to {task_name(named - 1)}); this job has key_groups={key_groups}: run it with "
+                f"key_groups={named} (or without key_groups). To change the number, start it once that way, "
+                f"then stop it, delete {self.spark} and start it with key_groups={key_groups}: it restarts "
+                f"from the clock and re-splits every checkpoint into the new groups (persistent.rescale)"
+            )
+        return named
 
     def spark_started(self) -> bool:
         """Whether Spark's checkpoint holds a started micro-batch: its offset log names

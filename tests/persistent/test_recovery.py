@@ -69,16 +69,15 @@ def test_another_number_of_key_groups_is_refused(directory):
         directory.plan(3)
 
 
-def test_without_a_number_a_fresh_start_takes_the_default_and_later_starts_the_recorded_one(directory):
+def test_without_a_number_a_fresh_start_takes_the_default_and_later_starts_the_recorded_one(directory, tmp_path):
     assert directory.plan(None, 8).key_groups == 8
-    checkpoint_all(directory, 1000)
+    checkpoint_all(directory, 1000, groups=range(8))
     spark_has_a_query(directory)
     assert directory.plan(None, 12).key_groups == 8  # path A
     directory.fs.delete(directory.spark)
     assert (directory.plan(None, 12).path, directory.read_generation()["key_groups"]) == (RecoveryPath.FROM_CLOCK, 8)
-    directory.fs.delete(directory.fs.join(directory.root, "generation"))
     with pytest.raises(ValueError, match="records no number of key groups: give the job's key_groups"):
-        directory.plan(None)
+        JobDirectory(LocalFileSystem(), str(tmp_path / "other")).plan(None)
 
 
 def test_a_missing_checkpoint_at_the_clock_is_an_error_not_an_empty_state(directory):
@@ -177,6 +176,30 @@ def test_a_copy_without_its_generation_file_restarts_after_the_sinks_newest_gene
     # A generation file older than the sink's results is overtaken the same way.
     directory.fs.delete(directory.spark)
     assert directory.plan(2, sink_generation=6).generation == 7
+
+
+def test_a_copy_without_its_generation_file_takes_its_key_groups_from_the_clock(directory):
+    directory.plan(3)
+    checkpoint_all(directory, 1000, groups=(0, 1, 2))
+    directory.fs.delete(directory.fs.join(directory.root, "generation"))  # copied: clock/ and checkpoints/ only
+    # Not the default from the cluster's cores: the clock's tasks name every key group.
+    restart = directory.plan(None, 8)
+    assert (restart.path, restart.key_groups, restart.restored) == (RecoveryPath.FROM_CLOCK, 3, {0, 1, 2})
+    assert directory.read_generation()["key_groups"] == 3
+
+
+def test_a_copy_without_its_generation_file_refuses_another_number_of_key_groups(directory):
+    directory.plan(3)
+    checkpoint_all(directory, 1000, groups=(0, 1, 2))
+    directory.fs.delete(directory.fs.join(directory.root, "generation"))
+    for started in (False, True):  # path B, then path A
+        if started:
+            spark_has_a_query(directory)
+        with pytest.raises(ValueError, match=r"clock names 3 key groups .* this job has key_groups=5: run it with "
+                                             r"key_groups=3 \(or without key_groups\)"):
+            directory.plan(5, 8)
+        assert not directory.fs.exists(directory.fs.join(directory.root, "generation"))
+    assert directory.plan(3, 8).key_groups == 3
 
 
 def test_spark_checkpoint_of_an_unknown_generation_is_refused(directory):
