@@ -109,7 +109,12 @@ class Recovery:
 def describe_state(description: dict) -> str:
     """``state.table.describe``'s record in words, for messages."""
     window = description.get("window")
-    shape = f"window {window['size_ms']} ms every {window['step_ms']} ms" if window else "no window"
+    if not window:
+        shape = "no window"
+    elif "gap_ms" in window:
+        shape = f"session window with a {window['gap_ms']} ms gap"
+    else:
+        shape = f"window {window['size_ms']} ms every {window['step_ms']} ms"
     ttl = f", keys expiring {description['ttl_ms']} ms behind the watermark" if "ttl_ms" in description else ""
     return (f"monoid {json.dumps(description.get('monoid'), sort_keys=True)}, {shape}, "
             f"checkpoint interval {description.get('interval_ms')} ms{ttl}")

@@ -18,7 +18,7 @@ from state.errors import (
 from state.fs import FileSystem, LocalFileSystem
 from state.persistent_state import NonWindowState, PersistentState, WindowResult, WindowState
 from state.table import KeyedTable, WindowResults
-from state.window import Window
+from state.window import SessionWindow, Window
 
 __all__ = [
     "PersistentState",
@@ -26,6 +26,7 @@ __all__ = [
     "WindowState",
     "WindowResult",
     "Window",
+    "SessionWindow",
     "KeyedTable",
     "WindowResults",
     "CheckpointManager",

@@ -27,8 +27,8 @@ import numpy as np
 from monoids.base import Monoid, MonoidError
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
-from state.table import KeyedTable, check_ttl_ms
-from state.window import Window
+from state.table import KeyedTable, check_ttl_ms, table_for
+from state.window import SessionWindow, Window
 
 __all__ = ["PersistentState", "NonWindowState", "WindowState", "WindowResult"]
 
@@ -177,23 +177,25 @@ class NonWindowState(PersistentState[V]):
 
 
 class WindowState(PersistentState[V]):
-    """Aggregates per window, for one key.
+    """Aggregates per window, for one key: tumbling or sliding (``Window``), or
+    sessions (``SessionWindow``).
 
-    Messages are folded into panes (see ``state.window``); ``on_watermark`` returns
-    the windows the watermark closes, each the merge of its panes (no ``Group``
-    needed), and panes no window can need again are pruned at each checkpoint.
-    ``get()`` maps the start of each window still open to its value so far.
+    Messages are folded into panes (see ``state.window``) or session segments (see
+    ``state.sessions``); ``on_watermark`` returns the windows the watermark closes,
+    each the merge of its panes or segments (no ``Group`` needed), and what no window
+    can need again is pruned at each checkpoint. ``get()`` maps the start of each
+    window still open to its value so far.
 
     Checkpoint times must be multiples of ``checkpoint_interval_ms`` (default: the
-    pane width).
+    pane width, or a session window's gap).
     """
 
     _KEY = np.array([None], dtype=object)
 
-    def __init__(self, monoid: Monoid[V], window: Window, checkpoint_interval_ms: int | None = None):
+    def __init__(self, monoid: Monoid[V], window: Window | SessionWindow, checkpoint_interval_ms: int | None = None):
         super().__init__(monoid)
-        if not isinstance(window, Window):
-            raise StateValueError(f"WindowState needs a Window, got {window!r}")
+        if not isinstance(window, (Window, SessionWindow)):
+            raise StateValueError(f"WindowState needs a Window or a SessionWindow, got {window!r}")
         self.window = window
         self.table = self.new_table(checkpoint_interval_ms or window.pane_ms())
 
@@ -208,7 +210,7 @@ class WindowState(PersistentState[V]):
         return self.table.late_count == late
 
     def new_table(self, interval_ms: int) -> KeyedTable:
-        return KeyedTable(self.monoid, interval_ms, self.window)
+        return table_for(self.monoid, interval_ms, self.window)
 
     def get(self) -> dict[int, V]:
         open_windows = self.table.open_windows()

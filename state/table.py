@@ -57,9 +57,9 @@ from state import codec
 from state.checkpoint_manager import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
-from state.window import Window
+from state.window import SessionWindow, Window, window_from
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "describe", "check_ttl_ms"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "describe", "check_ttl_ms", "table_for"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
@@ -90,14 +90,15 @@ def _first_rows(codes: np.ndarray) -> np.ndarray:
     return first
 
 
-def describe(monoid: Monoid, interval_ms: int, window: Window | None, ttl_ms: int | None = None) -> dict:
+def describe(
+    monoid: Monoid, interval_ms: int, window: Window | SessionWindow | None, ttl_ms: int | None = None
+) -> dict:
     """What a table's bytes mean, as JSON data: the monoid (``Monoid.identity``), the
     window, the checkpoint interval and, for a table that expires keys, ``ttl_ms``.
     Tables encode it (from format 2), and a job directory records it, so a job with other
     settings does not read its state. Without a ``ttl_ms`` the record has no such entry
     and equals those written before keys could expire."""
-    window_ = window and {"size_ms": window.size_ms, "step_ms": window.step_ms}
-    description = {"monoid": monoid.identity(), "window": window_, "interval_ms": interval_ms}
+    description = {"monoid": monoid.identity(), "window": window and window.describe(), "interval_ms": interval_ms}
     if ttl_ms is not None:
         description["ttl_ms"] = ttl_ms
     return description
@@ -108,6 +109,18 @@ def check_ttl_ms(ttl_ms: object, where: str) -> int:
     if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
         raise StateValueError(f"{where}: ttl_ms must be an int of milliseconds > 0, got {ttl_ms!r}")
     return ttl_ms
+
+
+def table_for(
+    monoid: Monoid, interval_ms: int, window: Window | SessionWindow | None = None, ttl_ms: int | None = None
+) -> KeyedTable:
+    """An empty table for ``window``: a ``state.sessions.SessionTable`` for sessions,
+    else a ``KeyedTable``."""
+    if isinstance(window, SessionWindow):
+        from state.sessions import SessionTable  # it builds on this module
+
+        return SessionTable(monoid, interval_ms, window)
+    return KeyedTable(monoid, interval_ms, window, ttl_ms)
 
 
 class KeyedTable:
@@ -188,9 +201,13 @@ class KeyedTable:
         if self.ttl_ms is not None and len(keys):
             fresh = self._restart(keys, timestamps_ms)
             keys, timestamps_ms, column = keys[fresh], timestamps_ms[fresh], column[fresh]
-        self._merge(keys, timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
+        self._add(keys, timestamps_ms, column)
         self.late_count += late
         return pd.unique(keys)
+
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> None:
+        """Folds messages that are not late into the table."""
+        self._merge(keys, timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
         """Starts from ``zero()`` each key that a message of the batch restarts: one more
@@ -330,7 +347,7 @@ class KeyedTable:
         ``watermark_ms``, all their rows; returns how many keys went. Nothing without a
         ``ttl_ms``."""
         watermark_ms = check_time_ms(watermark_ms, "watermark_ms")
-        if self.times is None:
+        if self.ttl_ms is None:
             return 0
         stale = self.times < watermark_ms - self.ttl_ms
         if not stale.any():
@@ -352,6 +369,11 @@ class KeyedTable:
                 f"checkpoint time {timestamp_ms} must be a multiple of {self.interval_ms} ms "
                 f"after the last checkpoint {self.checkpoint_ms}"
             )
+        self._seal(timestamp_ms)
+        self.checkpoint_ms = timestamp_ms
+
+    def _seal(self, timestamp_ms: int) -> None:
+        """Folds or prunes the rows a checkpoint at ``timestamp_ms`` lets go."""
         if self.window is None:
             before = self.buckets < timestamp_ms
             self.buckets = np.where(before, COMMITTED, self.buckets)
@@ -359,7 +381,6 @@ class KeyedTable:
         else:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
-        self.checkpoint_ms = timestamp_ms
 
     def _refold(self) -> None:
         """Folds rows that share (key, bucket) after buckets were rewritten."""
@@ -479,7 +500,7 @@ class KeyedTable:
         try:
             description = json.loads(sections[4])
             identity, interval_ms = description["monoid"], check_interval_ms(description["interval_ms"])
-            window = description["window"] and Window(**description["window"])
+            window = window_from(description["window"])
             ttl_ms = description.get("ttl_ms")
             if ttl_ms is not None:
                 check_ttl_ms(ttl_ms, "the description")
@@ -501,7 +522,7 @@ class KeyedTable:
         ttl_ms: int | None,
         what: str,
     ) -> KeyedTable:
-        table = cls(monoid, interval_ms, window, ttl_ms)
+        table = table_for(monoid, interval_ms, window, ttl_ms)
         meta, keys, buckets, values = sections[:4]
         checkpoint_ms, emitted_ms, late_count, bucket_ms = codec.ints_from_bytes(meta).tolist()
         if bucket_ms != table.bucket_ms:
@@ -520,9 +541,9 @@ class KeyedTable:
             raise CorruptCheckpointError(f"{what}: {exc}") from exc
         if not len(table.keys) == len(table.buckets) == len(table.values):
             raise CorruptCheckpointError(f"{what}: columns differ in length")
-        if ttl_ms is not None:
+        if table.times is not None:
             table.times = codec.ints_from_bytes(sections[5]) if len(sections) > 5 else np.empty(0, np.int64)
-            if len(table.times) != len(table.keys) and not len(table.times):
+            if len(table.times) != len(table.keys) and not len(table.times) and ttl_ms is not None:
                 raise StateValueError(
                     f"{what} holds no message times for its {len(table.keys)} rows: it was written without "
                     f"ttl_ms, and cannot be read with ttl_ms={ttl_ms}"

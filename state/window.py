@@ -1,4 +1,5 @@
-"""Event-time windows: tumbling (``step_ms == size_ms``) and sliding (``step_ms < size_ms``).
+"""Event-time windows: tumbling (``step_ms == size_ms``), sliding (``step_ms < size_ms``)
+and sessions (``SessionWindow``).
 
 A window is the half-open interval ``[start, start + size_ms)`` with ``start`` a
 multiple of ``step_ms``. Windowed states keep per-*pane* partial aggregates, a pane
@@ -6,6 +7,11 @@ being ``[p, p + pane_ms)`` with ``pane_ms`` the greatest common divisor of the s
 the step and the checkpoint interval: every window and every checkpoint boundary is
 then a union of whole panes, so a window's value is the merge of its panes (no
 ``minus`` needed) and a checkpoint never splits a pane.
+
+A session window has no fixed bounds: a key's messages belong to one session while
+each follows the one before by less than ``gap_ms``, and the session is
+``[first message, last message + gap_ms)``. A message that falls within the gap of
+two sessions joins them into one (``state.sessions``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 
 from state.errors import StateValueError
 
-__all__ = ["Window"]
+__all__ = ["Window", "SessionWindow", "window_from"]
 
 
 @dataclass(frozen=True)
@@ -28,10 +34,7 @@ class Window:
     def __init__(self, size_ms: int, step_ms: int | None = None):
         step_ms = size_ms if step_ms is None else step_ms
         for name, value in (("size_ms", size_ms), ("step_ms", step_ms)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise StateValueError(f"Window {name} must be an int of milliseconds, got {value!r}")
-            if value <= 0:
-                raise StateValueError(f"Window {name} must be > 0 ms, got {value}")
+            _check_ms("Window", name, value)
         if step_ms > size_ms:
             raise StateValueError(
                 f"Window step_ms={step_ms} is larger than size_ms={size_ms}: messages between "
@@ -39,6 +42,10 @@ class Window:
             )
         object.__setattr__(self, "size_ms", size_ms)
         object.__setattr__(self, "step_ms", step_ms)
+
+    def describe(self) -> dict:
+        """The window as JSON data (``window_from`` reads it back)."""
+        return {"size_ms": self.size_ms, "step_ms": self.step_ms}
 
     @property
     def tumbling(self) -> bool:
@@ -74,3 +81,41 @@ class Window:
         Data before it belongs only to closed windows and can be pruned.
         """
         return max(0, (watermark_ms - self.size_ms) // self.step_ms * self.step_ms + self.step_ms)
+
+
+@dataclass(frozen=True)
+class SessionWindow:
+    """Sessions of each key: its messages while each follows the one before by less
+    than ``gap_ms`` (event time). A session ``[start, end)`` runs from its first message
+    to its last one plus ``gap_ms``, and closes when the watermark reaches its end."""
+
+    gap_ms: int
+
+    def __init__(self, gap_ms: int):
+        object.__setattr__(self, "gap_ms", _check_ms("SessionWindow", "gap_ms", gap_ms))
+
+    def describe(self) -> dict:
+        """The window as JSON data (``window_from`` reads it back)."""
+        return {"gap_ms": self.gap_ms}
+
+    def pane_ms(self, checkpoint_interval_ms: int | None = None) -> int:
+        """The width of a table's buckets: the checkpoint interval (the gap without one);
+        a session's messages are kept per interval, so a checkpoint splits none."""
+        return checkpoint_interval_ms or self.gap_ms
+
+
+def window_from(description: dict | None) -> Window | SessionWindow | None:
+    """The window of ``describe``'s data (``None`` for none)."""
+    if description is None:
+        return None
+    if "gap_ms" in description:
+        return SessionWindow(description["gap_ms"])
+    return Window(description["size_ms"], description["step_ms"])
+
+
+def _check_ms(what: str, name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise StateValueError(f"{what} {name} must be an int of milliseconds, got {value!r}")
+    if value <= 0:
+        raise StateValueError(f"{what} {name} must be > 0 ms, got {value}")
+    return value
