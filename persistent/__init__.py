@@ -5,7 +5,7 @@ Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming
 
 import importlib
 
-from persistent.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 from persistent.files_log import InputFileChangedError
 from persistent.keygroup import KeyGroup
 from persistent.task import Message, PersistentTask, TaskDefinitionError
@@ -16,6 +16,7 @@ __all__ = [
     "TaskDefinitionError",
     "KeyGroup",
     "BadRecords",
+    "LateRecords",
     "BadRecord",
     "BadRecordError",
     "DeadLetters",

@@ -14,8 +14,14 @@ A job chooses with ``BadRecords`` what happens to them:
 - ``DEAD_LETTER``: the record goes to the dead-letter output (``DeadLetters``), is
   counted in the progress record, and the other records are processed.
 
-Either way a bad record changes no state. This module is pure Python: the readers,
-the key groups and the driver share it.
+Either way a bad record changes no state.
+
+A *late* message (behind the watermark, see ``persistent.runtime.Job``) is not bad:
+it changes no state and is counted; with ``LateRecords.OUTPUT`` it goes to the
+dead-letter output too, as a ``BadRecord`` with reason ``late``, its event time and
+the watermark it missed.
+
+This module is pure Python: the readers, the key groups and the driver share it.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ from __future__ import annotations
 import enum
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BadRecords", "BadRecord", "BadRecordError", "DeadLetters", "BAD_RECORD_COLUMN"]
+__all__ = ["BadRecords", "LateRecords", "BadRecord", "BadRecordError", "DeadLetters", "BAD_RECORD_COLUMN",
+           "late_messages"]
 
 #: Column that marks a bad record in a source's rows: null for a good row, else the
 #: ``BadRecord`` as JSON.
@@ -42,34 +49,63 @@ class BadRecords(enum.Enum):
     DEAD_LETTER = "dead-letter"
 
 
+class LateRecords(enum.Enum):
+    """What a job does with a late message, besides counting it."""
+
+    DROP = "drop"
+    OUTPUT = "output"
+
+
+#: ``BadRecord.reason`` of a late message.
+LATE = "late"
+
+
 @dataclass(frozen=True)
 class BadRecord:
     """One bad record: its ``position`` in the source (a file and line or row; ``None``
     for a message whose position the source does not carry), the ``record`` as text,
-    and the ``reason`` it is bad."""
+    and the ``reason`` it is bad. A late message (reason ``late``) also has its
+    ``event_time_ms`` and the ``watermark_ms`` it missed."""
 
     position: str | None
     record: str
     reason: str
+    event_time_ms: int | None = None
+    watermark_ms: int | None = None
 
     @classmethod
-    def of_message(cls, key: Any, timestamp: Any, value: Any, reason: str) -> BadRecord:
+    def of_message(cls, key: Any, timestamp: Any, value: Any, reason: str, **times: int) -> BadRecord:
         """A bad message: the record is the message as JSON (key, timestamp, value)."""
         message = {"key": _plain(key), "timestamp": _plain(timestamp), "value": _plain(value)}
-        return cls(None, json.dumps(message, separators=(",", ":"), default=str), reason)
+        return cls(None, json.dumps(message, separators=(",", ":"), default=str), reason, **times)
+
+    @classmethod
+    def late(cls, key: Any, timestamp_ms: int, value: Any, watermark_ms: int) -> BadRecord:
+        """A message behind the watermark."""
+        return cls.of_message(key, timestamp_ms, value, LATE, event_time_ms=int(timestamp_ms),
+                              watermark_ms=int(watermark_ms))
 
     def json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        data = {name: value for name, value in asdict(self).items() if value is not None or name == "position"}
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> BadRecord:
-        fields = json.loads(text)
-        return cls(fields.get("position"), fields["record"], fields["reason"])
+        data = json.loads(text)
+        return cls(data.get("position"), data["record"], data["reason"], data.get("event_time_ms"),
+                   data.get("watermark_ms"))
 
     def describe(self) -> str:
         """One line naming the position, the reason and the record."""
         where = f"{self.position}: " if self.position else ""
-        return f"{where}{self.reason}; record: {self.record}"
+        behind = f" (event time {self.event_time_ms} ms, watermark {self.watermark_ms} ms)" if self.reason == LATE else ""
+        return f"{where}{self.reason}{behind}; record: {self.record}"
+
+
+def late_messages(messages, watermark_ms: int) -> list[BadRecord]:
+    """The late records of ``messages`` (a pandas frame of ``key``, ``timestamp``,
+    ``value``), which missed ``watermark_ms``."""
+    return [BadRecord.late(key, timestamp, value, watermark_ms) for key, timestamp, value in messages.itertuples(index=False)]
 
 
 def _plain(value: Any) -> Any:
@@ -89,8 +125,8 @@ class BadRecordError(ValueError):
 class DeadLetters:
     """The dead-letter output: one directory of JSON lines per micro-batch,
     ``DIR/generation=G/batch=N/``, each line a ``BadRecord`` (``position``, ``record``,
-    ``reason``). A replayed batch overwrites its own directory, so each bad record of a
-    batch is listed once. After a restart from the clock (recovery path B) the sources
+    ``reason``; for a late message also ``event_time_ms`` and ``watermark_ms``). A
+    replayed batch overwrites its own directory, so each record of a batch is listed once. After a restart from the clock (recovery path B) the sources
     re-read records, and one without an event time (so not recognized as before the
     restore point) may be listed again in the new generation, at the same position."""
 
@@ -104,7 +140,8 @@ class DeadLetters:
 
     def read(self):
         """All dead letters in a local directory, as pandas (columns ``generation``,
-        ``batch``, ``position``, ``record``, ``reason``), oldest batch first."""
+        ``batch``, ``position``, ``record``, ``reason``, ``event_time_ms`` and
+        ``watermark_ms``), oldest batch first."""
         import pandas as pd
 
         from state.fs import local_path
@@ -119,7 +156,8 @@ class DeadLetters:
                         with open(os.path.join(folder, name), encoding="utf-8") as lines:
                             rows.extend({"generation": generation, "batch": batch, **asdict(BadRecord.from_json(line))}
                                         for line in lines if line.strip())
-        return pd.DataFrame(rows, columns=["generation", "batch", "position", "record", "reason"])
+        columns = ["generation", "batch", *(f.name for f in fields(BadRecord))]
+        return pd.DataFrame(rows, columns=columns).astype({"event_time_ms": "Int64", "watermark_ms": "Int64"})
 
 
 def _partitions(folder: str, name: str) -> list[int]:

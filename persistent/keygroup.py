@@ -47,7 +47,7 @@ class GroupOutput:
     checkpoint: tuple[int, bytes] | None = None
     #: Messages dropped because they are older than the restore point (replayed on purpose).
     replayed: int = 0
-    #: Messages refused as late in this call.
+    #: Messages not applied for being late (behind the watermark) in this call.
     late: int = 0
     #: Messages applied in this call.
     applied: int = field(default=0)
@@ -60,9 +60,17 @@ class Applied(NamedTuple):
 
     applied: int
     replayed: int
-    late: int
+    #: Late messages (columns ``key``, ``timestamp``, ``value``), which changed nothing.
+    late: pd.DataFrame
     #: Bad records, which changed nothing (only with ``BadRecords.DEAD_LETTER``).
     bad: list[BadRecord]
+    #: Updates the task made at a time of their own that the table refused as late.
+    late_updates: int = 0
+
+    @property
+    def late_count(self) -> int:
+        """Late messages and late updates."""
+        return len(self.late) + self.late_updates
 
 
 class _Updates(NamedTuple):
@@ -189,7 +197,7 @@ class KeyGroup:
         """Applies monoid values to the table (used by both task forms)."""
         self._touched.append(self.table.update(keys, timestamps_ms, values))
 
-    def apply(self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL) -> Applied:
+    def apply(self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0) -> Applied:
         """Runs the task over ``messages`` (columns ``key``, ``timestamp``, ``value`` and
         optionally ``bad_record``, see ``persistent.badrecords``).
 
@@ -198,7 +206,10 @@ class KeyGroup:
         raises ``BadRecordError`` and the group is left as it was before the call;
         with ``BadRecords.DEAD_LETTER`` they are returned and the other messages are
         applied. Messages before the restore point are dropped (``replayed``), marked
-        ones included, since they were handled before the restore point.
+        ones included, since they were handled before the restore point. Messages
+        behind ``watermark_ms`` (the job's watermark in this micro-batch) or the last
+        checkpoint are late: returned, not applied, since what they would change may
+        be published.
         """
         times = messages["timestamp"].to_numpy()
         # A negative time (marked bad) is no time at all, so not before the restore point.
@@ -208,16 +219,20 @@ class KeyGroup:
         bad = [self._reject(BadRecord.from_json(text), bad_records)
                for text in messages.loc[marked & ~before, BAD_RECORD_COLUMN]] if marked.any() else []
         replayed = int(before.sum())
-        dropped = marked | before
+        late = ~marked & ~before & (times < max(watermark_ms, self.table.sealed_ms))
+        dropped = marked | before | late
+        late = messages.loc[late, list(MESSAGE_COLUMNS)]
         if dropped.any():
             messages = messages.loc[~dropped, list(MESSAGE_COLUMNS)]
             if messages["timestamp"].dtype.kind == "f":
                 # Spark hands over a bigint column with nulls as floats; the nulls were marked.
                 messages["timestamp"] = messages["timestamp"].astype(np.int64)
+                late["timestamp"] = late["timestamp"].astype(np.int64)
         elif list(messages.columns) != list(MESSAGE_COLUMNS):
             messages = messages[list(MESSAGE_COLUMNS)]
         if not len(messages):
-            return Applied(0, replayed, 0, bad)
+            return Applied(0, replayed, late, bad)
+        late_before = self.table.late_count
         table, touched = self.table.copy(), len(self._touched)
         try:
             if self.task.vectorized:
@@ -228,8 +243,8 @@ class KeyGroup:
             self.table = table
             del self._touched[touched:]
             raise
-        late = self.table.late_count - table.late_count
-        return Applied(len(messages) - late - len(refused), replayed, late, bad + refused)
+        late_updates = self.table.late_count - late_before
+        return Applied(len(messages) - len(refused) - late_updates, replayed, late, bad + refused, late_updates)
 
     def _apply_batch(self, messages: pd.DataFrame, mode: BadRecords) -> list[BadRecord]:
         parts, bad = self._batch_updates(messages, 0, mode)
@@ -372,10 +387,13 @@ class KeyGroup:
     def process(
         self, messages: pd.DataFrame, watermark_ms: int, bad_records: BadRecords = BadRecords.FAIL
     ) -> GroupOutput:
-        """``apply`` then ``advance``: one micro-batch of this group."""
-        applied, replayed, late, bad = self.apply(messages, bad_records)
+        """``apply``, then ``advance`` to ``watermark_ms``: one micro-batch of this group,
+        with the watermark it ends at (late messages are those before the group's last
+        checkpoint or closed windows)."""
+        applied = self.apply(messages, bad_records)
         results, checkpoint = self.advance(watermark_ms)
-        return GroupOutput(results, checkpoint, replayed=replayed, late=late, applied=applied, bad=bad)
+        return GroupOutput(results, checkpoint, replayed=applied.replayed, late=applied.late_count,
+                           applied=applied.applied, bad=applied.bad)
 
     def _results(self, watermark_ms: int) -> pd.DataFrame:
         if self.window is not None:

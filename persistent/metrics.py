@@ -43,7 +43,8 @@ GAUGES: tuple[tuple[str, str, Figure], ...] = (
      "watermark, or before their key group's last checkpoint.", lambda p: p.late),
     ("persistent_batch_replayed_rows", "Messages of the last micro-batch before the restore point of a restart "
      "from the clock, already in the restored state.", lambda p: p.replayed),
-    ("persistent_batch_dead_letters", "Bad records the last micro-batch wrote to the dead-letter output.",
+    ("persistent_batch_dead_letters", "Bad (and, when output, late) records the last micro-batch wrote to the "
+     "dead-letter output.",
      lambda p: p.dead_letters),
     ("persistent_batch_duration_seconds", "How long the last micro-batch took on the driver: computing it, then "
      "committing it.", lambda p: p.seconds),
@@ -72,7 +73,8 @@ COUNTERS: tuple[tuple[str, str, Figure], ...] = (
     ("persistent_rows", "Messages applied to the state.", lambda p: p.rows),
     ("persistent_results", "Results written to the sink.", lambda p: p.results),
     ("persistent_late_rows", "Messages not applied for being late.", lambda p: p.late),
-    ("persistent_dead_letters", "Bad records written to the dead-letter output.", lambda p: p.dead_letters),
+    ("persistent_dead_letters", "Bad (and, when output, late) records written to the dead-letter output.",
+     lambda p: p.dead_letters),
     ("persistent_checkpoints", "Checkpoints the key groups wrote.", lambda p: p.checkpoints),
     ("persistent_checkpoint_bytes", "Bytes of the checkpoints the key groups wrote.", lambda p: p.checkpoint_bytes),
 )

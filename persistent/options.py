@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from persistent.badrecords import BadRecords
+from persistent.badrecords import BadRecords, LateRecords
 from persistent.delivery import Delivery
 
 __all__ = ["add_job_options", "job_settings", "run"]
@@ -20,8 +20,8 @@ __all__ = ["add_job_options", "job_settings", "run"]
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     """Adds ``--checkpoint``, ``--webhdfs-address``, ``--output``, ``--available-now``,
-    ``--master``, ``--interval-ms``, ``--key-groups``, ``--bad-records``, ``--delivery``
-    and ``--metrics-port``."""
+    ``--master``, ``--interval-ms``, ``--key-groups``, ``--bad-records``,
+    ``--late-records``, ``--delivery`` and ``--metrics-port``."""
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
     parser.add_argument("--webhdfs-address",
                         help="the HDFS NameNode's HTTP address (http://HOST:PORT) for hdfs:// checkpoint and input "
@@ -39,6 +39,9 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
                              "start 4 per core of the cluster")
     parser.add_argument("--bad-records", choices=[m.value for m in BadRecords], default=BadRecords.DEAD_LETTER.value,
                         help="what a bad input record does: fail the job, or go to CHECKPOINT/dead-letters")
+    parser.add_argument("--late-records", choices=[m.value for m in LateRecords], default=LateRecords.DROP.value,
+                        help="what a message behind the watermark does besides being counted: nothing, or go to "
+                             "CHECKPOINT/dead-letters with reason late (default: %(default)s)")
     parser.add_argument("--delivery", choices=[d.value for d in Delivery], default=Delivery.EXACTLY_ONCE.value,
                         help="delivery guarantee (default: %(default)s); see docs/delivery.md")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
@@ -58,6 +61,7 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
         checkpoint_interval_ms=args.interval_ms,
         key_groups=args.key_groups,
         bad_records=args.bad_records,
+        late_records=args.late_records,
         delivery=args.delivery,
         metrics_port=args.metrics_port,
     )

@@ -40,6 +40,7 @@ for what changes with at-least-once and at-most-once delivery.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import sys
 import time
 import uuid
@@ -50,7 +51,9 @@ from itertools import chain
 import numpy as np
 import pandas as pd
 
-from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.badrecords import (
+    BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords, late_messages
+)
 from persistent.delivery import Delivery, plan, write_effects
 from persistent.faults import crash_point
 from persistent.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
@@ -92,8 +95,8 @@ class BatchProgress:
     generation: int
     batch: int
     rows: int
-    #: Messages not applied for being late: behind the watermark (Spark drops them
-    #: before the key groups) or before their key group's last checkpoint.
+    #: Messages not applied for being late: behind the micro-batch's watermark or
+    #: before their key group's last checkpoint (``Job.late_records``).
     late: int
     replayed: int
     results: int
@@ -105,7 +108,8 @@ class BatchProgress:
     finished_at_ms: int
     #: Encoded state size per task (key group) that ran in this batch.
     state_bytes: dict[str, int]
-    #: Bad records written to the dead-letter output.
+    #: Records written to the dead-letter output: bad records, and late messages
+    #: with ``Job.late_records="output"``.
     dead_letters: int = 0
     #: Bytes of the checkpoint files the key groups wrote in this batch.
     checkpoint_bytes: int = 0
@@ -146,7 +150,10 @@ class Job:
 
     A message is late, counted and not applied, when its event time is more than
     ``watermark_delay_ms`` older than the newest event time of the earlier
-    micro-batches; a message at the newest time seen is never late.
+    micro-batches; a message at the newest time seen is never late. ``late_records``
+    says what else happens to it: nothing (``"drop"``, the default), or it goes to
+    the dead-letter output with reason ``late``, its event time and the watermark it
+    missed (``"output"``; ``persistent.badrecords``).
 
     ``bad_records`` says what a bad record does (``persistent.badrecords``): fail
     the query (``"fail"``, the default) or go to the dead-letter output in
@@ -184,6 +191,7 @@ class Job:
     progress_bar: bool = True
     bad_records: BadRecords | str = BadRecords.FAIL
     dead_letter_dir: str | None = None
+    late_records: LateRecords | str = LateRecords.DROP
     max_event_time_skew_ms: int | None = None
     delivery: Delivery | str = Delivery.EXACTLY_ONCE
     #: The NameNode's WebHDFS address (``http://HOST:PORT``) for an ``hdfs://`` ``checkpoint_dir``.
@@ -201,11 +209,8 @@ class Job:
                 raise ValueError(f"Job: {name} must be >= 0, got {getattr(self, name)}")
         if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
             raise ValueError(f"Job: metrics_port must be a TCP port, 1 to 65535, got {self.metrics_port}")
-        try:
-            self.bad_records = BadRecords(self.bad_records)
-        except ValueError:
-            choices = ", ".join(repr(m.value) for m in BadRecords)
-            raise ValueError(f"Job: bad_records must be one of {choices}, got {self.bad_records!r}") from None
+        self.bad_records = _choice(BadRecords, self.bad_records, "bad_records")
+        self.late_records = _choice(LateRecords, self.late_records, "late_records")
         self.delivery = Delivery.of(self.delivery, "Job: delivery")
         self.delivery.check_sink(self.sink)
         # Only exactly-once checkpoints its tasks and keeps a clock.
@@ -216,7 +221,8 @@ class Job:
 
     @property
     def dead_letters(self) -> DeadLetters:
-        """Where bad records go with ``bad_records="dead-letter"``."""
+        """Where bad records go with ``bad_records="dead-letter"``, and late messages
+        with ``late_records="output"``."""
         return DeadLetters(self.dead_letter_dir or f"{self.checkpoint_dir.rstrip('/')}/dead-letters")
 
     @property
@@ -361,7 +367,7 @@ class Job:
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
             "checkpoint_bytes bigint, checkpoint_crc bigint, checkpoint_seconds double, applied bigint, late bigint, "
             f"replayed bigint, watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, "
-            "bad_records bigint, max_time_ms bigint"
+            "bad_records bigint, late_records bigint, max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
@@ -383,20 +389,34 @@ class Job:
                 _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
                 F.lit(-1).alias("part"), "grp",
             ))
-        grouped = (
-            rows.withColumn("event_time", F.when(good, F.timestamp_millis("timestamp")))
-            # Spark drops a row at its watermark as late; trailing ours by a millisecond,
-            # it keeps rows at the newest event time seen in order (``_watermark_ms``).
-            .withWatermark("event_time", f"{self.watermark_delay_ms + 1} milliseconds")
-            .groupBy("grp")
-        )
+        # Spark's watermark trails ours by a millisecond (``_watermark_ms``), so a row
+        # at the newest event time seen is in order.
+        timed = rows.withColumn("event_time", F.when(good, F.timestamp_millis("timestamp"))).withWatermark(
+            "event_time", f"{self.watermark_delay_ms + 1} milliseconds")
+        # The key groups decide what is late, against the micro-batch's watermark, and count
+        # or output it. Spark's operator would drop late rows first, by its column that
+        # carries the watermark's mark; nulled here, the column drops none, and the mark
+        # keeps the watermark (getCurrentWatermarkMs, event-time timeouts) working.
+        mark = timed.schema["event_time"].metadata
+        grouped = timed.withColumn(
+            "event_time", F.lit(None).cast("timestamp").alias("event_time", metadata=mark)
+        ).groupBy("grp")
         function = _group_function(
-            self.task, self.checkpoint_interval_ms, recovery, self.checkpoints,
-            self.bad_records, self.delivery.carries_state(self.windowed), storage,
+            self.task, self.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
+            self.late_records, self.delivery.carries_state(self.windowed), storage,
         )
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
+
+
+def _choice(kind: type[enum.Enum], value, name: str):
+    """``value`` as a member of the enum ``kind``, or a ``ValueError`` naming the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in kind)
+        raise ValueError(f"Job: {name} must be one of {choices}, got {value!r}") from None
 
 
 def _job_of(source, storage: JobStorage | None) -> dict:
@@ -432,6 +452,7 @@ def _group_function(
     recovery: Recovery,
     checkpoints: bool,
     mode: BadRecords,
+    late_records: LateRecords,
     carries: bool,
     storage: JobStorage,
 ):
@@ -446,18 +467,22 @@ def _group_function(
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
         else:
             group = KeyGroup(task, interval_ms, floor_ms)
-        applied = late = replayed = 0
+        applied = replayed = late = 0
         max_time_ms = -1
         bad: list[BadRecord] = []
+        late_output: list[str] = []
+        watermark_ms = max(_watermark_ms(state), floor_ms)
         parts = [_without_heartbeats(frame) for frame in frames]
         messages = _in_order(pd.concat(parts, ignore_index=True)) if parts else None
         if messages is not None and len(messages):
             max_time_ms = _newest_ms(messages)
             try:
-                applied, replayed, late, bad = group.apply(messages, mode)
+                outcome = group.apply(messages, mode, watermark_ms)
+                applied, replayed, late, bad = outcome.applied, outcome.replayed, outcome.late_count, outcome.bad
+                if late_records is LateRecords.OUTPUT:
+                    late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
             except BadRecordError as exc:
                 bad = [exc.record]  # the group is as before; the driver fails the micro-batch
-        watermark_ms = max(_watermark_ms(state), floor_ms)
         results, checkpoint = group.advance(watermark_ms, checkpoints)
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:
@@ -483,8 +508,10 @@ def _group_function(
                           "checkpoint_crc": [written.crc], "checkpoint_seconds": [writing_s],
                           "applied": [applied], "late": [late], "replayed": [replayed],
                           "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
-                          "bad_records": [len(bad)], "max_time_ms": [max_time_ms]}),
+                          "bad_records": [len(bad)], "late_records": [len(late_output)],
+                          "max_time_ms": [max_time_ms]}),
             ("bad", len(bad), {BAD_RECORD_COLUMN: [b.json() for b in bad]}),
+            ("late", len(late_output), {BAD_RECORD_COLUMN: late_output}),
         ])
 
     return run_group
@@ -508,12 +535,11 @@ def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Wr
 
 
 def _watermark_ms(state) -> int:
-    """The job's watermark in a micro-batch: every message older than it is in.
+    """The job's watermark in a micro-batch: a message older than it is late.
 
-    Spark's watermark (the newest event time of the earlier micro-batches minus the
-    job's delay and 1 ms) says that every row at or before it is in, since Spark drops
-    such rows as late; so is every row before the next millisecond. A message at the
-    job's watermark is in order."""
+    Spark's watermark is the newest event time of the earlier micro-batches minus the
+    job's delay and 1 ms; the job's is 1 ms later, so a message at the newest event
+    time seen is in order."""
     return state.getCurrentWatermarkMs() + 1
 
 
@@ -556,7 +582,7 @@ def _newest_ms(frame: pd.DataFrame) -> int:
 _OUTPUT_DEFAULTS = {
     "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "checkpoint_crc": 0,
     "checkpoint_seconds": 0.0, "applied": 0, "late": 0, "replayed": 0, "watermark_ms": 0, "state_bytes": 0,
-    BAD_RECORD_COLUMN: None, "bad_records": 0, "max_time_ms": -1,
+    BAD_RECORD_COLUMN: None, "bad_records": 0, "late_records": 0, "max_time_ms": -1,
 }
 
 
@@ -571,7 +597,8 @@ def _output(grp: int, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
 
 #: What the driver collects of each key group per micro-batch: numbers, never state.
 REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "checkpoint_crc", "checkpoint_seconds", "applied", "late",
-                  "replayed", "watermark_ms", "state_bytes", "bad_records", "max_time_ms")
+                  "replayed", "watermark_ms", "state_bytes", "bad_records", "late_records",
+                  "max_time_ms")
 
 
 def group_reports(frame):
@@ -579,22 +606,6 @@ def group_reports(frame):
     from pyspark.sql import functions as F
 
     return frame.where(F.col("kind") == "group").select(*REPORT_COLUMNS)
-
-
-def _rows_dropped_by_watermark(spark, query_name: str) -> int:
-    """The rows the running micro-batch of query ``query_name`` dropped as behind the
-    watermark: Spark's stateful operator drops them before any key group sees them,
-    and counts them in its metric ``numRowsDroppedByWatermark``."""
-    [query] = [q for q in spark.streams.active if q.name == query_name]
-    dropped, nodes = 0, [query._jsq.streamingQuery().lastExecution().executedPlan()]
-    while nodes:
-        node = nodes.pop()
-        metric = node.metrics().get("numRowsDroppedByWatermark")
-        if metric.isDefined():
-            dropped += metric.get().value()
-        children = node.children()
-        nodes.extend(children.apply(i) for i in range(children.size()))
-    return dropped
 
 
 class _Committer:
@@ -627,11 +638,11 @@ class _Committer:
             )
             n_results = results.count()  # the first action computes the micro-batch, into the cache
             computed = time.monotonic()
-            dropped = _rows_dropped_by_watermark(self.spark, self.query_name)
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
             reports = group_reports(frame).collect()
-            dead_letters = self._bad_records(frame, batch, sum(r.bad_records for r in reports))
+            dead_letters = self._dead_letters(frame, batch, sum(r.bad_records for r in reports),
+                                              sum(r.late_records for r in reports))
             next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
             write_effects(self.job.delivery, self.directory, self.job.sink, results, batch, self.job.windowed, next_ms)
         finally:
@@ -646,7 +657,7 @@ class _Committer:
             generation=batch.generation,
             batch=batch_id,
             rows=sum(r.applied for r in reports),
-            late=dropped + sum(r.late for r in reports),
+            late=sum(r.late for r in reports),
             replayed=sum(r.replayed for r in reports),
             results=n_results,
             checkpoints=len(checkpoints),
@@ -668,21 +679,20 @@ class _Committer:
             self.job.on_progress(progress)
         crash_point("committed")
 
-    def _bad_records(self, frame, batch: BatchId, count: int) -> int:
+    def _dead_letters(self, frame, batch: BatchId, bad: int, late: int) -> int:
         """Fails the micro-batch on its bad records, or writes them to the dead-letter
-        output (before the sink and the clock: a replay writes them again); returns how
-        many were written."""
+        output with the ``late`` records the key groups output (before the sink and the
+        clock: a replay writes them again); returns how many were written."""
         from pyspark.sql import functions as F
 
-        if not count:
-            return 0
-        records = frame.where(F.col("kind") == "bad").select(BAD_RECORD_COLUMN)
-        if self.job.bad_records is BadRecords.FAIL:
+        if bad and self.job.bad_records is BadRecords.FAIL:
+            records = frame.where(F.col("kind") == "bad").select(BAD_RECORD_COLUMN)
             first = records.orderBy(BAD_RECORD_COLUMN).first()[0]
             self.directory.record_failed_batch(batch.generation, batch.batch)
-            raise BadRecordError(BadRecord.from_json(first), count, f"micro-batch {batch.generation}.{batch.batch}")
-        self.job.dead_letters.write(records, batch)
-        return count
+            raise BadRecordError(BadRecord.from_json(first), bad, f"micro-batch {batch.generation}.{batch.batch}")
+        if bad or late:
+            self.job.dead_letters.write(frame.where(F.col("kind").isin("bad", "late")).select(BAD_RECORD_COLUMN), batch)
+        return bad + late
 
     def _advance_clock(self, checkpoints: dict[int, int], batch: BatchId) -> int | None:
         """Advances the clock over the checkpoints the key groups reported, once every

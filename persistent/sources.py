@@ -24,10 +24,10 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
   its row has a ``bad_record`` column (``persistent.badrecords``) naming the file
   and line or row, the record and the reason, and the job decides what to do with it.
 
-Event times start at 1 ms, not 0: Spark treats a row whose event time equals the
-watermark as late, and the watermark starts at 0. (Later, the job's watermark trails
-the newest event time by at least 1 ms, so messages sharing the newest time are in
-order: ``persistent.runtime``.)
+Event times start at 1 ms, not 0: the job's watermark starts at 1 ms (Spark's at 0),
+and a message before it is late. (Later, the job's watermark is at most the newest
+event time seen, so messages sharing the newest time are in order:
+``persistent.runtime``.)
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ Bad records behave as in a job: with ``bad_records=BadRecords.FAIL`` (the defaul
 ``BadRecords.DEAD_LETTER`` they are collected in ``dead_letters`` and the other
 messages are applied.
 
-Not simulated: Spark's own late-row filter (rows at or before the watermark are
-dropped by Spark before they reach a task), several key groups, and sinks.
+Messages behind the watermark of the last ``advance_watermark`` are late, as in a
+job: not applied, and kept in ``late`` (what a job with ``late_records="output"``
+writes to its dead-letter output). Not simulated: several key groups, and sinks.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from persistent.badrecords import BadRecord, BadRecords
+from persistent.badrecords import BadRecord, BadRecords, late_messages
 from persistent.keygroup import MESSAGE_COLUMNS, KeyGroup
 from persistent.task import PersistentTask
 
@@ -49,17 +50,24 @@ class TaskTester:
         self.checkpoints: dict[int, bytes] = {}
         #: Every result emitted so far, in order.
         self.results: list[pd.DataFrame] = []
+        #: Late messages sent so far, each with the watermark it missed.
+        self.late: list[BadRecord] = []
+        self.late_updates = 0
+        self.watermark_ms = self.group.floor_ms
 
     def send(self, messages: Iterable[tuple[Any, int, Any]] | pd.DataFrame) -> int:
         """Applies ``(key, timestamp_ms, value)`` messages; returns how many were applied."""
         frame = messages if isinstance(messages, pd.DataFrame) else pd.DataFrame(list(messages), columns=list(MESSAGE_COLUMNS))
-        outcome = self.group.apply(frame, self.bad_records)
+        outcome = self.group.apply(frame, self.bad_records, self.watermark_ms)
+        self.late_updates += outcome.late_updates
         self.dead_letters.extend(outcome.bad)
+        self.late.extend(late_messages(outcome.late, self.watermark_ms))
         return outcome.applied
 
     def advance_watermark(self, watermark_ms: int) -> pd.DataFrame:
         """Emits the results of everything sent since the last call and takes the checkpoint due."""
         results, checkpoint = self.group.advance(watermark_ms)
+        self.watermark_ms = max(self.watermark_ms, watermark_ms)
         if checkpoint is not None:
             self.checkpoints[checkpoint[0]] = checkpoint[1]
         self.results.append(results)
@@ -77,5 +85,5 @@ class TaskTester:
 
     @property
     def late_count(self) -> int:
-        """Messages refused as late."""
-        return self.group.table.late_count
+        """Messages refused as late, and updates the task made at a late time of their own."""
+        return len(self.late) + self.late_updates

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from monoids import Sum
 from persistent import PersistentTask
-from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters
+from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 from persistent.keygroup import KeyGroup
 from persistent.testing import TaskTester
 from state import NonWindowState, Window, WindowState
@@ -151,12 +151,15 @@ def test_rows_marked_by_the_source_are_bad_records_unless_before_the_restore_poi
         "value": [1, 0, 2, 0, 3],  # numbers are never null in marked rows: they would turn to floats
         BAD_RECORD_COLUMN: [None, marked[0], None, marked[1], None],
     })
-    applied, replayed, late, bad = group.apply(frame, BadRecords.DEAD_LETTER)
-    assert (applied, replayed, late) == (2, 2, 0)
-    assert bad == [BadRecord.from_json(marked[0])]
+    outcome = group.apply(frame, BadRecords.DEAD_LETTER)
+    assert (outcome.applied, outcome.replayed, outcome.late_count) == (2, 2, 0)
+    assert outcome.bad == [BadRecord.from_json(marked[0])]
     assert group.table.get("a") == 2 and group.table.get("b") == 3
     with pytest.raises(BadRecordError, match=r"bad record at in/a\.jsonl line 1: not JSON; record: not json"):
         group.apply(frame, BadRecords.FAIL)
+    # Behind the watermark, the good message at 12 ms is late; the marked rows stay bad records.
+    outcome = KeyGroup(PassValues(), 100, floor_ms=10).apply(frame, BadRecords.DEAD_LETTER, 13)
+    assert (outcome.applied, outcome.replayed, outcome.late.values.tolist(), len(outcome.bad)) == (1, 2, [["a", 12, 2]], 1)
 
 
 def test_a_task_that_fails_on_every_message_dead_letters_each_once():
@@ -167,18 +170,19 @@ def test_a_task_that_fails_on_every_message_dead_letters_each_once():
 
 
 def test_dead_letters_read_back_by_batch(tmp_path):
-    for generation, batch, records in [(0, 2, ["x", "y"]), (1, 0, ["z"])]:
+    written = {(0, 2): [BadRecord("f line x", "x", "bad"), BadRecord("f line y", "y", "bad")],
+               (1, 0): [BadRecord.late("k", 5, 1, watermark_ms=9)]}
+    for (generation, batch), records in written.items():
         folder = tmp_path / f"generation={generation}" / f"batch={batch:010d}"
         folder.mkdir(parents=True)
-        (folder / "part-00000.txt").write_text(
-            "".join(BadRecord(f"f line {r}", r, "bad").json() + "\n" for r in records)
-        )
+        (folder / "part-00000.txt").write_text("".join(r.json() + "\n" for r in records))
     read = DeadLetters(str(tmp_path)).read()
-    assert read.to_dict("records") == [
-        {"generation": 0, "batch": 2, "position": "f line x", "record": "x", "reason": "bad"},
-        {"generation": 0, "batch": 2, "position": "f line y", "record": "y", "reason": "bad"},
-        {"generation": 1, "batch": 0, "position": "f line z", "record": "z", "reason": "bad"},
+    assert read[["generation", "batch", "position", "record", "reason"]].values.tolist() == [
+        [0, 2, "f line x", "x", "bad"],
+        [0, 2, "f line y", "y", "bad"],
+        [1, 0, None, '{"key":"k","timestamp":5,"value":1}', "late"],
     ]
+    assert read["event_time_ms"].tolist() == [pd.NA, pd.NA, 5] and read["watermark_ms"].tolist()[2] == 9
     assert DeadLetters(str(tmp_path / "none")).read().empty
 
 
@@ -195,5 +199,8 @@ def test_a_job_takes_the_mode_by_name_and_refuses_others(tmp_path):
     assert job(dead_letter_dir="elsewhere/").dead_letters.directory == "elsewhere"
     with pytest.raises(ValueError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
         job(bad_records="skip")
+    assert job().late_records is LateRecords.DROP and job(late_records="output").late_records is LateRecords.OUTPUT
+    with pytest.raises(ValueError, match="late_records must be one of 'drop', 'output', got 'keep'"):
+        job(late_records="keep")
     with pytest.raises(ValueError, match="max_event_time_skew_ms must be >= 0, got -1"):
         job(max_event_time_skew_ms=-1)

@@ -17,11 +17,12 @@ def parse(*argv):
     return parser.parse_args(["--checkpoint", "ck", *argv])
 
 
-def test_defaults_are_exactly_once_dead_letters_key_groups_sized_at_the_start_and_no_metrics():
+def test_defaults_are_exactly_once_dead_letters_late_dropped_key_groups_sized_at_the_start_and_no_metrics():
     settings = job_settings(parse("--output", "sqlite:///tmp/out.db"), "counts", "key", "count")
     assert isinstance(settings.pop("sink"), SQLiteSink)
     assert settings == dict(checkpoint_dir="ck", webhdfs_address=None, checkpoint_interval_ms=1000, key_groups=None,
-                            bad_records="dead-letter", delivery="exactly-once", metrics_port=None)
+                            bad_records="dead-letter", late_records="drop", delivery="exactly-once", metrics_port=None)
+    assert job_settings(parse("--output", "console", "--late-records", "output"), "t", "k", "v")["late_records"] == "output"
     assert job_settings(parse("--output", "console", "--key-groups", "5"), "t", "k", "v")["key_groups"] == 5
     assert job_settings(parse("--output", "console", "--metrics-port", "9108"), "t", "k", "v")["metrics_port"] == 9108
 

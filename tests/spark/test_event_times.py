@@ -1,6 +1,7 @@
 """Event times at the edges of micro-batches: messages that share a millisecond with the
 end of the previous batches are in order, never late, whatever the batch cuts; messages
-behind the watermark are counted as late, as Spark drops them."""
+behind the watermark are counted as late, and output with the watermark they missed
+when the job asks."""
 
 from __future__ import annotations
 
@@ -85,3 +86,23 @@ def test_messages_behind_the_watermark_are_counted_as_late(spark, tmp_path):
     assert sum(p.rows for p in progress) == 4 and sum(p.late for p in progress) == 2
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "ck" / "progress").glob("*.json"))]
     assert sum(r["late"] for r in records) == 2
+
+
+def test_late_messages_go_to_the_dead_letter_output_with_the_watermark_they_missed(spark, tmp_path):
+    from persistent import FilesSource
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    _write_lines(inputs / "a.jsonl", [10, 30])
+    _write_lines(inputs / "b.jsonl", [31])
+    # Behind the watermark of 31: 2 (Spark's own filter would have dropped it) and 30
+    # (one that filter, a micro-batch behind, would have let through); 31 is in order.
+    _write_lines(inputs / "c.jsonl", [2, 30, 31, 40])
+    job, progress = _count_job(tmp_path, FilesSource(str(inputs), file_format="jsonl", max_files_per_batch=1),
+                               late_records="output")
+    job.run(spark)
+    assert _counts(tmp_path) == {"k0": 3, "k1": 2}
+    assert sum(p.late for p in progress) == 2 and sum(p.dead_letters for p in progress) == 2
+    letters = job.dead_letters.read().sort_values("event_time_ms")
+    assert letters[["reason", "event_time_ms", "watermark_ms"]].values.tolist() == [["late", 2, 31], ["late", 30, 31]]
+    assert [json.loads(r)["key"] for r in letters["record"]] == ["k0", "k1"]
