@@ -7,7 +7,9 @@ session **and** one checkpoint interval, with
 
 - ``buckets``: the time of the segment's first message,
 - ``times``: the time of its last message,
-- ``values``: the fold of its messages, in time order.
+- ``values``: the fold of its messages: in time order within a micro-batch; a
+  message that arrives later between two messages of the segment is folded after
+  them (as in a pane of a fixed window), which only a non-commutative monoid sees.
 
 A session is a chain of segments, each starting less than the gap after the newest
 message before it; a message that falls within the gap of two sessions chains them
@@ -19,7 +21,8 @@ messages before ``T``: the segments that start before it. A session that spans
 A session closes when the watermark reaches its end: no message on time can join it
 then (one would have to be less than the gap after its last message, so before the
 watermark). ``close_windows`` emits each closed session once, and each checkpoint
-prunes the segments of sessions closed by then, so memory holds open sessions only.
+prunes the segments of sessions emitted before it, so memory holds the open sessions
+and those closed since the last checkpoint.
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ __all__ = ["SessionTable"]
 class SessionTable(KeyedTable):
     """Session windows of many keys; see the module docstring."""
 
-    def __init__(self, monoid: Monoid, interval_ms: int, window: SessionWindow):
-        super().__init__(monoid, interval_ms, window)
+    keeps_sessions = True
+
+    def __init__(self, monoid: Monoid, interval_ms: int, window: SessionWindow, ttl_ms: int | None = None):
+        super().__init__(monoid, interval_ms, window, ttl_ms)
         self.gap_ms = window.gap_ms
         self.times = np.empty(0, dtype=np.int64)
 
@@ -50,28 +55,30 @@ class SessionTable(KeyedTable):
             return
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
-        lasts = np.concatenate([self.times, timestamps_ms])
-        values = np.concatenate([self.values, column])
         key_codes, _ = pd.factorize(keys, use_na_sentinel=False)
-        intervals = starts // self.interval_ms
-        order = np.lexsort((starts, intervals, key_codes))
-        segment, first = _chains(_group_starts(key_codes[order], intervals[order]),
-                                 starts[order], lasts[order], self.gap_ms)
-        self.values = self.monoid.reduce_by_key(segment, len(first), values[order])
+        order, _, first, self.values, self.times = self._fold_chains(
+            (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),
+            np.concatenate([self.values, column]),
+        )
         self.keys, self.buckets = keys[order][first], starts[order][first]
-        self.times = np.maximum.reduceat(lasts[order], first)
 
     def sessions(self) -> tuple[WindowResults, np.ndarray]:
         """Every session of the table, by key and start, and the index of each row's session."""
         key_codes, _ = pd.factorize(self.keys, use_na_sentinel=False)
-        order = np.lexsort((self.buckets, key_codes))
-        session, first = _chains(_group_starts(key_codes[order]), self.buckets[order], self.times[order], self.gap_ms)
-        values = self.monoid.reduce_by_key(session, len(first), self.values[order])
-        lasts = np.maximum.reduceat(self.times[order], first) if len(first) else np.empty(0, np.int64)
+        order, session, first, values, lasts = self._fold_chains((key_codes,), self.buckets, self.times, self.values)
         of_row = np.empty(len(order), dtype=np.int64)
         of_row[order] = session
         keys, starts = self.keys[order][first], self.buckets[order][first]
         return WindowResults(keys, starts, lasts + self.gap_ms, values), of_row
+
+    def _fold_chains(self, groups: tuple[np.ndarray, ...], starts: np.ndarray, lasts: np.ndarray, values: np.ndarray):
+        """Sorts rows by ``groups``, then start, and folds each chain of them (``_chains``):
+        returns the order, each sorted row's chain, the first row of each chain, and the
+        chains' values and last message times."""
+        order = np.lexsort((starts, *groups[::-1]))
+        chain, first = _chains(_group_starts(*(g[order] for g in groups)), starts[order], lasts[order], self.gap_ms)
+        newest = np.maximum.reduceat(lasts[order], first) if len(first) else np.empty(0, np.int64)
+        return order, chain, first, self.monoid.reduce_by_key(chain, len(first), values[order]), newest
 
     # -- windows -------------------------------------------------------------------
 

@@ -119,14 +119,19 @@ def table_for(
     if isinstance(window, SessionWindow):
         from state.sessions import SessionTable  # it builds on this module
 
-        return SessionTable(monoid, interval_ms, window)
+        return SessionTable(monoid, interval_ms, window, ttl_ms)
     return KeyedTable(monoid, interval_ms, window, ttl_ms)
 
 
 class KeyedTable:
     """Columnar monoid states of many keys; see the module docstring."""
 
+    #: Whether the table keeps sessions (``state.sessions.SessionTable``).
+    keeps_sessions = False
+
     def __init__(self, monoid: Monoid, interval_ms: int, window: Window | None = None, ttl_ms: int | None = None):
+        if isinstance(window, SessionWindow) is not self.keeps_sessions:
+            raise StateValueError(f"{type(self).__name__} cannot keep {window}: build tables with state.table.table_for")
         self.monoid = monoid
         self.interval_ms = check_interval_ms(interval_ms)
         self.window = window

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from monoids import Count, Sum
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.testing import TaskTester
-from state import NonWindowState, Window, WindowState
+from state import NonWindowState, SessionWindow, Window, WindowState
 from state.table import KeyedTable
 
 
@@ -38,6 +38,14 @@ class WindowSum(PersistentTask):
 
     def process_batch(self, messages):
         return messages["value"].to_numpy(dtype=np.int64)
+
+
+class SessionCount(PersistentTask):
+    def persistent_state(self):
+        return WindowState(Count(), SessionWindow(30))
+
+    def process_batch(self, messages):
+        return np.ones(len(messages), dtype=np.int64)
 
 
 messages_strategy = st.lists(
@@ -85,6 +93,73 @@ def test_restore_from_a_checkpoint_and_replay_equals_an_uninterrupted_run(messag
         return {(k, s): v for k, s, v in zip(rows["key"], rows["window_start"], rows["value"])}
 
     assert windows([crashed, restored]) == windows([clean])
+
+
+def test_a_message_that_bridges_two_sessions_merges_them_and_the_watermark_closes_the_merged_one():
+    tester = TaskTester(SessionCount(), checkpoint_interval_ms=100)
+    tester.send([("a", 10, 0), ("a", 35, 0), ("a", 90, 0), ("b", 20, 0)])  # a: [10, 65) and [90, 120)
+    assert tester.advance_watermark(55).values.tolist() == [["b", 20, 50, 1]]
+    tester.send([("a", 62, 0)])  # within the gap of both: one session [10, 120)
+    assert tester.advance_watermark(119).empty
+    assert tester.advance_watermark(120).values.tolist() == [["a", 10, 120, 4]]
+
+
+@given(messages_strategy, st.integers(1, 4), st.integers(0, 3))
+@settings(max_examples=40, deadline=None)
+def test_sessions_restored_from_a_checkpoint_and_replayed_equal_an_uninterrupted_run(messages, cut, batches):
+    ordered = sorted(messages, key=lambda m: m[1])
+
+    def run(tester, messages, until):
+        for part in np.array_split(np.arange(len(messages)), batches + 1):
+            chunk = [messages[i] for i in part]
+            tester.send(chunk)
+            tester.advance_watermark(max([m[1] for m in chunk], default=0))
+        tester.advance_watermark(until)
+
+    clean = TaskTester(SessionCount(), checkpoint_interval_ms=100)
+    run(clean, ordered, 600)
+    crashed = TaskTester(SessionCount(), checkpoint_interval_ms=100)
+    run(crashed, [m for m in ordered if m[1] < cut * 100], cut * 100)
+    restored = crashed.restore(cut * 100)
+    run(restored, ordered, 600)  # the source rewinds; messages before the checkpoint are dropped
+
+    def sessions(testers):
+        rows = pd.concat([r for t in testers for r in t.results])
+        return sorted(map(tuple, rows[["key", "window_start", "window_end", "value"]].values.tolist()))
+
+    assert sessions([crashed, restored]) == sessions([clean])
+    assert sum(row[3] for row in sessions([clean])) == len(messages)
+
+
+def test_messages_behind_the_watermark_are_late_with_the_watermark_they_missed_and_change_nothing():
+    tester = TaskTester(SessionCount(), checkpoint_interval_ms=100)
+    tester.send([("a", 10, 0), ("a", 20, 0)])
+    tester.advance_watermark(20)
+    assert tester.send([("a", 19, 0), ("a", 20, 0), ("b", 5, 0)]) == 1  # at the watermark is in order
+    assert [(r.reason, r.event_time_ms, r.watermark_ms, r.record) for r in tester.late] == [
+        ("late", 19, 20, '{"key":"a","timestamp":19,"value":0}'),
+        ("late", 5, 20, '{"key":"b","timestamp":5,"value":0}'),
+    ]
+    assert tester.late_count == 2
+    assert tester.advance_watermark(50).values.tolist() == [["a", 10, 50, 3]]
+
+
+class BackdatedCount(PersistentTask):
+    """Counts each message at a time of its own: its value."""
+
+    def persistent_state(self):
+        return NonWindowState(Count())
+
+    def process_message(self, state, message):
+        state.update(message.value, 1)
+
+
+def test_an_update_the_task_backdates_behind_the_last_checkpoint_is_late_not_applied():
+    tester = TaskTester(BackdatedCount(), checkpoint_interval_ms=100)
+    tester.send([("a", 50, 50)])
+    tester.advance_watermark(100)  # checkpoint at 100
+    assert tester.send([("a", 120, 80), ("a", 130, 130)]) == 1
+    assert (tester.late_count, len(tester.late), tester.peek("a")) == (1, 0, 2)
 
 
 def test_a_task_without_process_method_is_refused_before_it_runs():

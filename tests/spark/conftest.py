@@ -17,6 +17,7 @@ import sys
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+sys.path.insert(0, EXAMPLES)  # the tests import the examples' jobs and helpers
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -39,7 +40,6 @@ def spark_lock():
 
 @pytest.fixture(scope="session")
 def spark(spark_lock):
-    sys.path.insert(0, EXAMPLES)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from persistent.session import spark_session
 

@@ -13,7 +13,7 @@ from tests.spark.conftest import EXAMPLES
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("example", ["count", "wordcount", "window_average"])
+@pytest.mark.parametrize("example", ["count", "wordcount", "window_average", "sessions"])
 def test_spark_submit_help(spark_lock, example):
     from pyspark.find_spark_home import _find_spark_home
 

@@ -111,7 +111,7 @@ def test_a_session_closes_when_the_watermark_reaches_its_end_and_is_emitted_once
     assert as_set(table.close_windows(100)) == set()
 
 
-def test_messages_of_a_non_commutative_monoid_fold_in_time_order_within_a_session():
+def test_segments_of_a_non_commutative_monoid_fold_in_the_order_of_their_starts():
     table = session_table(Concat())
     send(table, [("k", 120, ("c",)), ("k", 95, ("b",))])
     send(table, [("k", 80, ("a",)), ("k", 140, ("d",))])
