@@ -1,5 +1,6 @@
 """Results that are not numbers reach the sinks as JSON text: a ``TopK`` task's frequent
-words, in SQLite and in PostgreSQL (where the text casts to ``jsonb``)."""
+words, in SQLite, in PostgreSQL (where the text casts to ``jsonb``) and in Parquet (a
+string column)."""
 
 from __future__ import annotations
 
@@ -46,9 +47,18 @@ def stored_postgres(uri: str) -> dict[str, str]:
     return texts
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def stored_parquet(uri: str) -> dict[str, str]:
+    from persistent.sinks import ParquetSink
+
+    final = ParquetSink(uri, value_column="words").read()
+    assert str(final["words"].dtype) in ("object", "string")
+    return dict(zip(final["key"], final["words"]))
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres", "parquet"])
 def test_top_k_results_are_stored_as_json_arrays_of_the_frequent_words(spark, tmp_path, request, database):
-    uri = f"sqlite://{tmp_path / 'out.db'}" if database == "sqlite" else request.getfixturevalue("postgres_url")
+    uri = {"sqlite": f"sqlite://{tmp_path / 'out.db'}", "parquet": str(tmp_path / "out")}.get(database) or \
+        request.getfixturevalue("postgres_url")
     job = Job(
         task=FrequentWords(),
         source=GeneratorSource(keys=KEYS, total=TOTAL, max_rows_per_batch=100),
@@ -58,6 +68,6 @@ def test_top_k_results_are_stored_as_json_arrays_of_the_frequent_words(spark, tm
         key_groups=2,
     )
     job.run(spark)
-    stored = stored_sqlite(uri) if database == "sqlite" else stored_postgres(uri)
+    stored = {"sqlite": stored_sqlite, "postgres": stored_postgres, "parquet": stored_parquet}[database](uri)
     assert {key: json.loads(text) for key, text in stored.items()} == {f"k{k}": WORDS for k in range(KEYS)}
     assert set(stored.values()) == {json.dumps(WORDS, ensure_ascii=False, separators=(",", ":"))}

@@ -6,18 +6,23 @@ The new environment gets the wheel alone (``--no-deps``). Its dependencies come 
 this test's environment through a ``.pth`` file, which puts that site-packages
 directory on ``sys.path`` without running the ``.pth`` files in it, so the editable
 install of the checkout stays out. The example is a copy outside the checkout (the
-examples put the checkout first on ``sys.path``), and every command runs there.
+examples put the checkout first on ``sys.path``), and every command runs there. That
+the wheel requires what its modules import is checked on the wheel's metadata.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -67,6 +72,39 @@ def test_the_new_environment_imports_the_installed_packages_and_their_spark_defa
     ).splitlines()
     assert len(paths) == 5 and all(Path(path).is_file() and Path(path).is_relative_to(installed) for path in paths)
     assert run([installed / "bin" / "persistent", "--help"], **outside(tmp_path)).startswith("usage: persistent")
+
+
+def test_the_wheel_requires_every_package_its_modules_import_when_loaded(installed):
+    """Each third-party module the wheel's modules import at load time comes from a
+    distribution the wheel requires (not as an extra), or one of theirs: installed with
+    its dependencies, the wheel imports. Lazy imports inside functions belong to extras."""
+    (wheel,) = (installed.parent / "dist").glob("persistent_state-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        [metadata] = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        requires = [line.split(":", 1)[1] for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist:")]
+        sources = {name: archive.read(name).decode() for name in archive.namelist() if name.endswith(".py")}
+    core = {_distribution(r) for r in requires if "extra ==" not in r}
+    provided = core | {_distribution(r) for d in core for r in importlib.metadata.requires(d) or ()
+                       if "extra ==" not in r}
+    owners = importlib.metadata.packages_distributions()
+    ours = {name.split("/")[0] for name in sources}
+    imported = {
+        (name.split(".")[0], path)
+        for path, text in sources.items() for node in ast.parse(text).body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+    }
+    third_party = {(top, path) for top, path in imported if top and top not in sys.stdlib_module_names | ours}
+    assert {"pyspark", "pandas", "numpy", "pyarrow"} <= {top for top, _ in third_party}
+    unprovided = {(top, path) for top, path in third_party
+                  if not {_distribution(d) for d in owners.get(top, [top])} & provided}
+    assert not unprovided, f"imported at load time but not required by the wheel: {sorted(unprovided)}"
+
+
+def _distribution(requirement: str) -> str:
+    """The normalized distribution name a requirement (or a name) starts with."""
+    return re.sub(r"[-_.]+", "-", re.match(r"\s*([A-Za-z0-9._-]+)", requirement).group(1)).lower()
 
 
 @pytest.mark.spark

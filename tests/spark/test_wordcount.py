@@ -124,11 +124,15 @@ def test_a_read_file_that_grows_is_refused_before_the_query_starts_naming_it(spa
 
 def test_input_on_hdfs_is_counted_exactly_on_both_restart_paths(spark, tmp_path, hdfs):
     url, root, log = hdfs
-    write_corpus(root / "in", enumerate(LINES[:3]))
+    write_corpus(root / "in", enumerate(LINES[:2]))
     on_hdfs = ("--input", "hdfs://127.0.0.1:8020/in", "--webhdfs-address", url.replace("webhdfs", "http"))
     run(spark, tmp_path, *on_hdfs)
+    assert sink_counts(tmp_path) == expected_counts(LINES[:2])
+    assert {("datanode", "OPEN", f"/in/{n:03d}.txt") for n in range(2)} <= {(r, op, path) for r, _, op, path, _ in log}
+
+    write_corpus(root / "in", [(2, LINES[2])])  # path A reads on from Spark's checkpoint
+    assert run(spark, tmp_path, *on_hdfs).recovery.path is RecoveryPath.SAME_CHECKPOINT
     assert sink_counts(tmp_path) == expected_counts(LINES[:3])
-    assert {("datanode", "OPEN", f"/in/{n:03d}.txt") for n in range(3)} <= {(r, op, path) for r, _, op, path, _ in log}
 
     shutil.rmtree(tmp_path / "ck" / "spark")  # path B rereads from the clock
     write_corpus(root / "in", [(3, LINES[3])])
