@@ -46,7 +46,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -367,7 +366,7 @@ class Job:
             f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
             "checkpoint_bytes bigint, checkpoint_crc bigint, checkpoint_seconds double, applied bigint, late bigint, "
             f"replayed bigint, watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, "
-            "bad_records bigint, late_records bigint, max_time_ms bigint"
+            "bad_records bigint, late_records bigint, results bigint, max_time_ms bigint"
         )
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
@@ -498,10 +497,10 @@ def _group_function(
             # Wake this group when the watermark reaches its next boundary, even with no input.
             # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
             state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))
-        values = results["value"]
+        values = results["value"].to_numpy()
         if group.monoid.json_results:
-            values = [group.monoid.present_json(v) for v in values.tolist()]
-        yield _output(grp, [
+            values = np.array([group.monoid.present_json(v) for v in values.tolist()], dtype=object)
+        yield _output(grp, values.dtype, [
             ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
                                       "window_end": results["window_end"], "value": values}),
             ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1], "checkpoint_bytes": [written.size],
@@ -509,7 +508,7 @@ def _group_function(
                           "applied": [applied], "late": [late], "replayed": [replayed],
                           "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
                           "bad_records": [len(bad)], "late_records": [len(late_output)],
-                          "max_time_ms": [max_time_ms]}),
+                          "results": [len(results)], "max_time_ms": [max_time_ms]}),
             ("bad", len(bad), {BAD_RECORD_COLUMN: [b.json() for b in bad]}),
             ("late", len(late_output), {BAD_RECORD_COLUMN: late_output}),
         ])
@@ -582,23 +581,31 @@ def _newest_ms(frame: pd.DataFrame) -> int:
 _OUTPUT_DEFAULTS = {
     "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "checkpoint_crc": 0,
     "checkpoint_seconds": 0.0, "applied": 0, "late": 0, "replayed": 0, "watermark_ms": 0, "state_bytes": 0,
-    BAD_RECORD_COLUMN: None, "bad_records": 0, "late_records": 0, "max_time_ms": -1,
+    BAD_RECORD_COLUMN: None, "bad_records": 0, "late_records": 0, "results": 0, "max_time_ms": -1,
 }
 
 
-def _output(grp: int, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
-    """The rows of one group: ``(kind, count, columns)`` per kind, other columns at their default."""
-    columns = {"kind": list(chain.from_iterable([kind] * count for kind, count, _ in parts))}
-    columns["grp"] = [grp] * len(columns["kind"])
-    for name, default in _OUTPUT_DEFAULTS.items():
-        columns[name] = list(chain.from_iterable(given.get(name, [default] * count) for _, count, given in parts))
-    return pd.DataFrame(columns)
+def _output(grp: int, value_dtype: np.dtype, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
+    """The rows of one group: ``(kind, count, columns)`` per kind, other columns at their
+    default. Built from numpy columns: the result rows are most of them. Rows without a
+    value (no result) hold a zero of the results' ``value_dtype``, which keeps a numeric
+    column numeric; the driver reads values of result rows only."""
+    defaults = {**_OUTPUT_DEFAULTS, "value": np.zeros(1, dtype=value_dtype)[0] if value_dtype.kind != "O" else None}
+    rows = sum(count for _, count, _ in parts)
+    columns = {"kind": np.concatenate([np.full(count, kind, dtype=object) for kind, count, _ in parts]),
+               "grp": np.full(rows, grp, dtype=np.int32)}
+    for name, default in defaults.items():
+        columns[name] = np.concatenate([
+            np.asarray(given[name]) if name in given else np.full(count, default, dtype=None if default is not None else object)
+            for _, count, given in parts
+        ])
+    return pd.DataFrame(columns, copy=False)
 
 
 #: What the driver collects of each key group per micro-batch: numbers, never state.
 REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "checkpoint_crc", "checkpoint_seconds", "applied", "late",
                   "replayed", "watermark_ms", "state_bytes", "bad_records", "late_records",
-                  "max_time_ms")
+                  "results", "max_time_ms")
 
 
 def group_reports(frame):
@@ -633,14 +640,14 @@ class _Committer:
         started = time.monotonic()
         frame.persist()
         try:
-            results = frame.where(F.col("kind") == "result").select(
-                "key", F.col("time_ms").alias("window_start"), "window_end", "value"
-            )
-            n_results = results.count()  # the first action computes the micro-batch, into the cache
+            # The first action computes the micro-batch, into the cache; the sink reads it there.
+            reports = group_reports(frame).collect()
             computed = time.monotonic()
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
-            reports = group_reports(frame).collect()
+            results = frame.where(F.col("kind") == "result").select(
+                "key", F.col("time_ms").alias("window_start"), "window_end", "value"
+            )
             dead_letters = self._dead_letters(frame, batch, sum(r.bad_records for r in reports),
                                               sum(r.late_records for r in reports))
             next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
@@ -659,7 +666,7 @@ class _Committer:
             rows=sum(r.applied for r in reports),
             late=sum(r.late for r in reports),
             replayed=sum(r.replayed for r in reports),
-            results=n_results,
+            results=sum(r.results for r in reports),
             checkpoints=len(checkpoints),
             clock_ms=clock_ms,
             seconds=finished - started,
