@@ -80,8 +80,9 @@ def test_losing_an_executor_mid_query_on_a_local_cluster(tmp_path):
 
 
 def write_out_of_order_input(directory):
-    """Six files of JSON lines whose times go back and forth within the watermark delay;
-    from the third file on, five messages arrive behind the watermark (late: dropped)."""
+    """Six files of JSON lines whose times go back and forth by up to 1.9 s behind the
+    newest time of the files before (within a 2 s watermark delay); from the third file
+    on, five messages arrive 2.9 s behind it (late: not applied)."""
     directory.mkdir()
     for f in range(6):
         base = 1_000 + f * 1_500
@@ -96,7 +97,7 @@ def test_out_of_order_and_late_messages_across_restarts_are_not_applied_twice(tm
     for workdir in (clean, crashed):
         workdir.mkdir()
         write_out_of_order_input(workdir / "in")
-    args = lambda workdir: count_args(workdir, "--input", str(workdir / "in"), "--watermark-delay-ms", "800")  # noqa: E731
+    args = lambda workdir: count_args(workdir, "--input", str(workdir / "in"), "--watermark-delay-ms", "2000")  # noqa: E731
     reference = Crasher("count", args(clean), clean).run()
     assert reference.returncode == 0, reference.log
     assert sum(sink_counts(clean).values()) == 6 * 60 - 4 * 5  # the late ones are dropped
