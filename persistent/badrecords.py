@@ -98,14 +98,17 @@ class BadRecord:
     def describe(self) -> str:
         """One line naming the position, the reason and the record."""
         where = f"{self.position}: " if self.position else ""
-        behind = f" (event time {self.event_time_ms} ms, watermark {self.watermark_ms} ms)" if self.reason == LATE else ""
+        behind = ""
+        if self.reason == LATE:
+            behind = f" (event time {self.event_time_ms} ms, watermark {self.watermark_ms} ms)"
         return f"{where}{self.reason}{behind}; record: {self.record}"
 
 
 def late_messages(messages, watermark_ms: int) -> list[BadRecord]:
     """The late records of ``messages`` (a pandas frame of ``key``, ``timestamp``,
     ``value``), which missed ``watermark_ms``."""
-    return [BadRecord.late(key, timestamp, value, watermark_ms) for key, timestamp, value in messages.itertuples(index=False)]
+    return [BadRecord.late(key, timestamp, value, watermark_ms)
+            for key, timestamp, value in messages.itertuples(index=False)]
 
 
 def _plain(value: Any) -> Any:
@@ -126,7 +129,8 @@ class DeadLetters:
     """The dead-letter output: one directory of JSON lines per micro-batch,
     ``DIR/generation=G/batch=N/``, each line a ``BadRecord`` (``position``, ``record``,
     ``reason``; for a late message also ``event_time_ms`` and ``watermark_ms``). A
-    replayed batch overwrites its own directory, so each record of a batch is listed once. After a restart from the clock (recovery path B) the sources
+    replayed batch overwrites its own directory, so each record of a batch is listed
+    once. After a restart from the clock (recovery path B) the sources
     re-read records, and one without an event time (so not recognized as before the
     restore point) may be listed again in the new generation, at the same position."""
 

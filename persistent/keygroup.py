@@ -197,7 +197,9 @@ class KeyGroup:
         """Applies monoid values to the table (used by both task forms)."""
         self._touched.append(self.table.update(keys, timestamps_ms, values))
 
-    def apply(self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0) -> Applied:
+    def apply(
+        self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0
+    ) -> Applied:
         """Runs the task over ``messages`` (columns ``key``, ``timestamp``, ``value`` and
         optionally ``bad_record``, see ``persistent.badrecords``).
 

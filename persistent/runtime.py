@@ -595,8 +595,9 @@ def _output(grp: int, value_dtype: np.dtype, parts: list[tuple[str, int, dict]])
     columns = {"kind": np.concatenate([np.full(count, kind, dtype=object) for kind, count, _ in parts]),
                "grp": np.full(rows, grp, dtype=np.int32)}
     for name, default in defaults.items():
+        dtype = object if default is None else None
         columns[name] = np.concatenate([
-            np.asarray(given[name]) if name in given else np.full(count, default, dtype=None if default is not None else object)
+            np.asarray(given[name]) if name in given else np.full(count, default, dtype=dtype)
             for _, count, given in parts
         ])
     return pd.DataFrame(columns, copy=False)

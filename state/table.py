@@ -131,7 +131,9 @@ class KeyedTable:
 
     def __init__(self, monoid: Monoid, interval_ms: int, window: Window | None = None, ttl_ms: int | None = None):
         if isinstance(window, SessionWindow) is not self.keeps_sessions:
-            raise StateValueError(f"{type(self).__name__} cannot keep {window}: build tables with state.table.table_for")
+            raise StateValueError(
+                f"{type(self).__name__} cannot keep {window}: build tables with state.table.table_for"
+            )
         self.monoid = monoid
         self.interval_ms = check_interval_ms(interval_ms)
         self.window = window
