@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 .PHONY: demo test bench docs check-env clean
 
 check-env:
-	@$(PYTHON) persistent/environment.py
+	@$(PYTHON) persistent/tools/environment.py
 
 $(STAMP): setup.cfg pyproject.toml | check-env
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -21,11 +21,11 @@ $(STAMP): setup.cfg pyproject.toml | check-env
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/python persistent/environment.py --dependencies
+	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python examples/demo.py
 
 test: $(STAMP)
-	$(VENV)/bin/python persistent/environment.py --dependencies
+	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python -m pytest
 
 $(BENCH_STAMP): $(STAMP)
@@ -33,7 +33,7 @@ $(BENCH_STAMP): $(STAMP)
 	@touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
-	$(VENV)/bin/python persistent/environment.py --dependencies
+	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 # Redraws the documentation's picture (docs/timeline.svg) from docs/diagrams.py.

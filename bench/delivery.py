@@ -41,9 +41,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 import count  # noqa: E402
 
 from bench.measure import batches_of, directory_bytes  # noqa: E402
-from persistent.delivery import Delivery, Effects  # noqa: E402
-from persistent.session import spark_session  # noqa: E402
-from persistent.sinks import Sink  # noqa: E402
+from persistent.runtime.delivery import Delivery, Effects  # noqa: E402
+from persistent.sinks.base import Sink  # noqa: E402
+from persistent.tools.session import spark_session  # noqa: E402
 
 #: The sink's writes that fail (counted from 1, replays too): instead of writing, and after writing.
 FAIL_INSTEAD_OF = 3

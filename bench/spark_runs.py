@@ -14,7 +14,7 @@ from bench.data import Dataset, ParquetInput
 from bench.measure import MemorySampler, RunResult, batches_of, directory_bytes, summarize
 from monoids import Averaged, AveragedValue
 from persistent import Job, PersistentTask
-from persistent.sinks import Sink
+from persistent.sinks.base import Sink
 from state import NonWindowState, Window, WindowState
 
 __all__ = ["SparkRuns", "WINDOW_STEP_MS", "WINDOW_SIZE_MS", "CHECKPOINT_INTERVAL_MS"]

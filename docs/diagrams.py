@@ -5,7 +5,7 @@ global minimum checkpoint clock, and the two recovery paths.
     python docs/diagrams.py --check   # exit 1 if the committed picture is out of date
 
 The picture is computed, not drawn by hand: the scenario below runs through the
-project's own key groups (``persistent.keygroup.KeyGroup``, the code the Spark
+project's own key groups (``persistent.runtime.keygroup.KeyGroup``, the code the Spark
 runtime calls per key group and micro-batch), so the checkpoint times, the clock and
 the recovery outcomes it shows are what the code does. The SVG is written with the
 standard library only.
@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from monoids import Count
-from persistent.keygroup import MESSAGE_COLUMNS, KeyGroup
-from persistent.recovery import task_name
-from persistent.task import PersistentTask
+from persistent.core.task import PersistentTask
+from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
+from persistent.storage.job_directory import task_name
 from state import NonWindowState
 
 __all__ = ["Scenario", "simulate", "render", "main", "TIMELINE"]

@@ -16,9 +16,9 @@ sys.path[:0] = [os.path.dirname(HERE), HERE]
 
 import wordcount  # noqa: E402
 
-from persistent.hadoop_fs import HadoopFileSystem  # noqa: E402
-from persistent.recovery import JobDirectory  # noqa: E402
-from persistent.session import spark_session  # noqa: E402
+from persistent.storage.hadoop_fs import HadoopFileSystem  # noqa: E402
+from persistent.storage.job_directory import JobDirectory  # noqa: E402
+from persistent.tools.session import spark_session  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(HERE), "demo-output")
 

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Count  # noqa: E402
 from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
 from state import SessionWindow, WindowState  # noqa: E402
 
 

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 from monoids import Count  # noqa: E402
 from persistent import FilesSource, Job, PersistentTask  # noqa: E402
-from persistent.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 

@@ -5,10 +5,10 @@ Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming
 
 import importlib
 
-from persistent.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
-from persistent.files_log import InputFileChangedError
-from persistent.keygroup import KeyGroup
-from persistent.task import Message, PersistentTask, TaskDefinitionError
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
+from persistent.core.task import Message, PersistentTask, TaskDefinitionError
+from persistent.runtime.keygroup import KeyGroup
+from persistent.storage.files_log import InputFileChangedError
 
 __all__ = [
     "PersistentTask",
@@ -41,20 +41,20 @@ __all__ = [
 # Where each Spark-side name lives: they import pyspark (or a database client), so
 # `import persistent` stays light for pure-Python use.
 _LAZY = {
-    "Job": "persistent.runtime",
-    "RunningJob": "persistent.runtime",
-    "BatchProgress": "persistent.runtime",
-    "Delivery": "persistent.delivery",
-    "GeneratorSource": "persistent.sources",
-    "FilesSource": "persistent.sources",
-    "RedisSource": "persistent.redis_source",
-    "KafkaSource": "persistent.kafka",
-    "SQLiteSink": "persistent.sinks",
-    "PostgresSink": "persistent.postgres",
-    "ParquetSink": "persistent.sinks",
-    "ConsoleSink": "persistent.sinks",
-    "sink_from_uri": "persistent.sinks",
-    "spark_session": "persistent.session",
+    "Job": "persistent.runtime.job",
+    "RunningJob": "persistent.runtime.job",
+    "BatchProgress": "persistent.runtime.job",
+    "Delivery": "persistent.runtime.delivery",
+    "GeneratorSource": "persistent.sources.files",
+    "FilesSource": "persistent.sources.files",
+    "RedisSource": "persistent.sources.redis",
+    "KafkaSource": "persistent.sources.kafka",
+    "SQLiteSink": "persistent.sinks.base",
+    "PostgresSink": "persistent.sinks.postgres",
+    "ParquetSink": "persistent.sinks.base",
+    "ConsoleSink": "persistent.sinks.base",
+    "sink_from_uri": "persistent.sinks.base",
+    "spark_session": "persistent.tools.session",
 }
 
 

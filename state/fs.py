@@ -10,7 +10,7 @@ target, so a reader sees the old bytes or the new bytes, never a torn file.
 
 When the storage refuses a write or a delete, the file system raises an ``OSError``
 naming the path, and a failed write leaves the target as it was. ``LocalFileSystem``
-(and the Spark runtime's ``persistent.hadoop_fs.HadoopFileSystem``) raise
+(and the Spark runtime's ``persistent.storage.hadoop_fs.HadoopFileSystem``) raise
 ``StorageError`` for it: ``NoSpaceError`` when the file system is full,
 ``NotWritableError`` when the directory is read-only or not permitted; and a failed
 write removes its temporary file.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from persistent.metrics import COUNTERS, GAUGES
+from persistent.runtime.metrics import COUNTERS, GAUGES
 
 DEPLOY = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 

@@ -1,6 +1,6 @@
 """Job directories written as the Spark runtime's driver writes them, without Spark.
 
-``JobWriter`` runs real key groups (``persistent.keygroup``) over micro-batches of
+``JobWriter`` runs real key groups (``persistent.runtime.keygroup``) over micro-batches of
 messages, persists their due checkpoints with the real ``CheckpointStore``, advances
 the real ``ClockStore`` to the minimum task clock, and records each batch's
 ``BatchProgress`` with ``JobDirectory.record_progress``, as the runtime does.
@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 
 from monoids import Count, Sum
-from persistent import PersistentTask, cli
-from persistent.keygroup import MESSAGE_COLUMNS, KeyGroup
-from persistent.recovery import JobDirectory, task_name
-from persistent.runtime import BatchProgress
+from persistent import PersistentTask
+from persistent.runtime.job import BatchProgress
+from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
+from persistent.storage.job_directory import JobDirectory, task_name
+from persistent.tools import cli
 from state import NonWindowState, Window, WindowState
 from state.fs import FileSystem, LocalFileSystem
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from persistent import cli
-from persistent.arrow_fs import ArrowFileSystem
-from persistent.filesystems import JobStorage, filesystem_for
-from persistent.recovery import RecoveryPath
+from persistent.storage.arrow_fs import ArrowFileSystem
+from persistent.storage.filesystems import JobStorage, filesystem_for
+from persistent.storage.job_directory import RecoveryPath
+from persistent.tools import cli
 from state.errors import StorageError
 
 from jobwriter import Counting, JobWriter, run_cli, three_batches

@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 
 from monoids import Sum
 from persistent import PersistentTask
-from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
-from persistent.keygroup import KeyGroup
-from persistent.testing import TaskTester
+from persistent.core.badrecords import (
+    BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
+)
+from persistent.runtime.keygroup import KeyGroup
+from persistent.tools.testing import TaskTester
 from state import NonWindowState, Window, WindowState
 
 INT64_MAX = np.iinfo(np.int64).max

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from persistent import cli
-from persistent.jobdir import JobDirectoryError, progress_from_json
-from persistent.recovery import RecoveryPath
+from persistent.storage.job_directory import RecoveryPath
+from persistent.tools import cli
+from persistent.tools.inspection import JobDirectoryError, progress_from_json
 from state.checkpoint_store import CheckpointStore
 from state.fs import LocalFileSystem
 
@@ -286,7 +286,7 @@ def test_a_monoid_defined_outside_the_package_needs_its_module_imported(tmp_path
 
     writer = JobWriter(str(tmp_path / "job"), Tallying(), groups=1)
     writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 30, 3)], watermark_ms=100)
-    command = [sys.executable, "-m", "persistent.cli", "inspect", writer.directory.root]
+    command = [sys.executable, "-m", "persistent.tools.cli", "inspect", writer.directory.root]
     alone = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert alone.returncode == 1
     assert "no monoid named 'test-cli-tally' is defined; import the module" in alone.stderr
@@ -372,7 +372,7 @@ def test_run_without_an_application_is_a_usage_error(capsys):
 
 def test_run_passes_defaults_then_spark_submit_options_then_the_application_and_its_arguments(monkeypatch):
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    app = os.path.join(os.path.dirname(cli.__file__), os.pardir, "examples", "count.py")
+    app = os.path.join(os.path.dirname(cli.__file__), os.pardir, os.pardir, "examples", "count.py")
     command, environment = cli.submit_command(
         ["--master", "local[1]", "--verbose", "--conf=spark.x=1", "--conf", "spark.y=2", app, "--total", "5", "-v"]
     )

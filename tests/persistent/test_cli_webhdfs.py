@@ -11,10 +11,10 @@ import os
 
 import pytest
 
-from persistent import cli
-from persistent.recovery import JobDirectory, RecoveryPath
-from persistent.filesystems import JobStorage
-from persistent.webhdfs import WebHdfsFileSystem
+from persistent.storage.filesystems import JobStorage
+from persistent.storage.job_directory import JobDirectory, RecoveryPath
+from persistent.storage.webhdfs import WebHdfsFileSystem
+from persistent.tools import cli
 from state.fs import TEMP_PREFIX, LocalFileSystem
 
 from jobwriter import Counting, JobWriter, run_cli, three_batches

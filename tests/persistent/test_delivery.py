@@ -7,11 +7,11 @@ import pytest
 
 from monoids import Count
 from persistent import PersistentTask
-from persistent.delivery import Delivery, Effects, Position, plan, write_effects
-from persistent.recovery import JobDirectory, RecoveryPath
-from persistent.runtime import Job
-from persistent.sinks import BatchId, SQLiteSink, Sink
-from persistent.sources import GeneratorSource
+from persistent.runtime.delivery import Delivery, Effects, Position, plan, write_effects
+from persistent.runtime.job import Job
+from persistent.sinks.base import BatchId, SQLiteSink, Sink
+from persistent.sources.files import GeneratorSource
+from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from state import NonWindowState
 from state.fs import LocalFileSystem
 

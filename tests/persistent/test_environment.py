@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from persistent import environment
+from persistent.tools import environment
 
 
 def fake_java(tmp_path, version_line: str) -> str:

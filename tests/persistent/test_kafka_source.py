@@ -9,7 +9,7 @@ import os
 import pyspark
 import pytest
 
-from persistent.kafka import KAFKA_PACKAGE, KafkaSource
+from persistent.sources.kafka import KAFKA_PACKAGE, KafkaSource
 
 
 def test_a_fresh_start_reads_from_the_earliest_offsets():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from monoids import Count, Sum
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
-from persistent.testing import TaskTester
+from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
 from state.table import KeyedTable
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from persistent import GeneratorSource, Job, SQLiteSink
-from persistent.jobdir import read_progress
-from persistent.metrics import COUNTERS, GAUGES, JobMetrics
+from persistent.runtime.metrics import COUNTERS, GAUGES, JobMetrics
+from persistent.tools.inspection import read_progress
 
 from jobwriter import Counting
 from prometheus_scrape import scrape

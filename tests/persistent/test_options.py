@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from persistent.options import add_job_options, job_settings
-from persistent.postgres import PostgresSink
-from persistent.sinks import ParquetSink, SQLiteSink
+from persistent.sinks.base import ParquetSink, SQLiteSink
+from persistent.sinks.postgres import PostgresSink
+from persistent.tools.options import add_job_options, job_settings
 
 
 def parse(*argv):

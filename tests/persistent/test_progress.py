@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from persistent.progress import Backlog, ProgressBar, Terminal
+from persistent.runtime.progress import Backlog, ProgressBar, Terminal
 
 
 class TTY(io.StringIO):

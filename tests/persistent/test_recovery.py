@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from persistent.recovery import PROGRESS_KEPT, JobDirectory, RecoveryPath
+from persistent.storage.job_directory import PROGRESS_KEPT, JobDirectory, RecoveryPath
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import LocalFileSystem
 

@@ -11,7 +11,7 @@ import pytest
 from jobwriter import run_cli
 from test_recovery import checkpoint_all, directory, spark_has_a_query  # noqa: F401 (directory: fixture)
 
-from persistent.recovery import RecoveryPath
+from persistent.storage.job_directory import RecoveryPath
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 
 

@@ -9,8 +9,8 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from persistent import redis_source
-from persistent.redis_source import RedisSource, _RedisReader
+from persistent.sources import redis as redis_source
+from persistent.sources.redis import RedisSource, _RedisReader
 
 
 @pytest.fixture

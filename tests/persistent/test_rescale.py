@@ -1,4 +1,4 @@
-"""The install step of a rescale (``persistent.rescale``), without Spark: the staged
+"""The install step of a rescale (``persistent.runtime.rescale``), without Spark: the staged
 checkpoints replace the old layout, and a start after a crash in the middle finishes
 it. ``tests/spark/test_key_groups.py`` runs whole rescales."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 from test_recovery import checkpoint_all, directory  # noqa: F401 (directory: fixture)
 
-from persistent.recovery import RecoveryPath, task_name
-from persistent.rescale import RescalePlan, install, pending, rescale_if_asked
+from persistent.runtime.rescale import RescalePlan, install, pending, rescale_if_asked
+from persistent.storage.job_directory import RecoveryPath, task_name
 from state.checkpoint_store import CheckpointStore
 
 PLAN = RescalePlan(clock_ms=2000, from_groups=3, to_groups=2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from persistent.sinks import ParquetSink
+from persistent.sinks.base import ParquetSink
 
 
 def write_batch(directory, generation, batch, frame, complete=True):

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
-from persistent.badrecords import BadRecord
-from persistent.files_log import InputFileChangedError
-from persistent.filesystems import JobStorage
+from persistent.core.badrecords import BadRecord
+from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, GeneratorSource, _FilesReader, _GeneratorReader
+from persistent.storage.files_log import InputFileChangedError
+from persistent.storage.filesystems import JobStorage
 from state.errors import CorruptCheckpointError
-from persistent.sources import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, GeneratorSource, _FilesReader, _GeneratorReader
 
 
 def rows(reader, start, end):

@@ -10,8 +10,8 @@ import threading
 import pandas as pd
 import pytest
 
-from persistent.postgres import PostgresSink
-from persistent.sinks import BatchId, SQLiteSink, TransactionalSink, sink_from_uri
+from persistent.sinks.base import BatchId, SQLiteSink, TransactionalSink, sink_from_uri
+from persistent.sinks.postgres import PostgresSink
 
 
 class Database:

@@ -41,7 +41,7 @@ def spark_lock():
 @pytest.fixture(scope="session")
 def spark(spark_lock):
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from persistent.session import spark_session
+    from persistent.tools.session import spark_session
 
     session = spark_session(
         "persistent-tests",

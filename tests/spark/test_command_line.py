@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from persistent import cli
-from persistent.recovery import JobDirectory
+from persistent.storage.job_directory import JobDirectory
+from persistent.tools import cli
 from state.fs import LocalFileSystem
 from tests.spark.conftest import EXAMPLES
 

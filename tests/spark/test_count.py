@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from persistent.recovery import PROGRESS_KEPT
+from persistent.storage.job_directory import PROGRESS_KEPT
 from state.checkpoint_store import CheckpointStore, decode_record
 from state.clock_store import ClockStore, verify_clock
 from state.fs import LocalFileSystem

@@ -1,7 +1,7 @@
 """Exactly-once under real failures: the count example, killed with SIGKILL again and again.
 
 Every scenario runs ``spark-submit examples/count.py``, kills the whole job at chosen
-crash points (``persistent.faults``) and at random moments, restarts it, and at the end
+crash points (``persistent.core.faults``) and at random moments, restarts it, and at the end
 compares the sink with the counts of one clean pass over the same input: no message
 may be lost and none counted twice. The clock must still name durable checkpoints.
 """

@@ -17,8 +17,8 @@ import sqlite3
 import pytest
 
 from crash_harness import Crasher
-from persistent.delivery import Delivery, Effects
-from persistent.recovery import RecoveryPath
+from persistent.runtime.delivery import Delivery, Effects
+from persistent.storage.job_directory import RecoveryPath
 from test_crash import count_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from persistent.recovery import RecoveryPath
+from persistent.storage.job_directory import RecoveryPath
 
 pytestmark = pytest.mark.spark
 
@@ -52,7 +52,7 @@ def test_counts_from_redis_streams_into_postgres_are_exact_across_a_rewind(spark
 def test_kafka_records_become_messages(spark):
     from pyspark.sql import Row
 
-    from persistent.kafka import messages
+    from persistent.sources.kafka import messages
 
     at = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
     records = spark.createDataFrame(
@@ -70,7 +70,7 @@ def test_kafka_records_become_messages(spark):
 
 
 def test_kafka_without_the_connector_names_the_package_to_add(spark):
-    from persistent.kafka import KafkaSource
+    from persistent.sources.kafka import KafkaSource
 
     with pytest.raises(RuntimeError, match=f"--packages org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"):
         KafkaSource("127.0.0.1:9", "events").stream(spark)

@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from persistent.recovery import RecoveryPath
-from persistent.runtime import KEY_GROUPS_PER_CORE
+from persistent.runtime.job import KEY_GROUPS_PER_CORE
+from persistent.storage.job_directory import RecoveryPath
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
 

@@ -21,7 +21,7 @@ from crash_harness import Crasher
 from test_crash import EXPECTED, assert_clock_names_durable_checkpoints, generated, sink_counts
 from test_wordcount import expected_counts
 
-from persistent.recovery import RecoveryPath
+from persistent.storage.job_directory import RecoveryPath
 from state.checkpoint_store import decode_record
 from state.clock_store import ClockStore
 from state.fs import TEMP_PREFIX, LocalFileSystem
@@ -152,8 +152,8 @@ def test_a_checkpoint_of_an_attempt_killed_with_its_executor_is_rewritten_by_the
 def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
     from pyspark.sql.types import BinaryType, DoubleType, IntegerType, LongType
 
-    from persistent.filesystems import JobStorage
-    from persistent.runtime import REPORT_COLUMNS, group_reports
+    from persistent.runtime.job import REPORT_COLUMNS, group_reports
+    from persistent.storage.filesystems import JobStorage
 
     job = count_job(tmp_path, "schema", 10)
     recovery = job.run(spark).recovery

@@ -12,8 +12,8 @@ import sqlite3
 
 import pytest
 
-from persistent.hadoop_fs import HadoopFileSystem
-from persistent.recovery import JobDirectory, RecoveryPath
+from persistent.storage.hadoop_fs import HadoopFileSystem
+from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, NoSpaceError, NotWritableError, StorageError

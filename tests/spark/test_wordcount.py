@@ -9,11 +9,11 @@ import sqlite3
 
 import pytest
 
-from persistent.files_log import InputFileChangedError
-from persistent.recovery import RecoveryPath
-from persistent.sources import FILE_SPAN_MS
-from state.fs import LocalFileSystem
+from persistent.sources.files import FILE_SPAN_MS
+from persistent.storage.files_log import InputFileChangedError
+from persistent.storage.job_directory import RecoveryPath
 from state.clock_store import ClockStore
+from state.fs import LocalFileSystem
 
 pytestmark = pytest.mark.spark
 

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 
 from monoids import CountMin  # noqa: E402
 from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 SKETCH = CountMin(num_hashes=5, num_buckets=2048)

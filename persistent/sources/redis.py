@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from persistent.sources import _MESSAGE_COLUMNS, Source
+from persistent.sources.files import _MESSAGE_COLUMNS, Source
 
 __all__ = ["RedisSource"]
 

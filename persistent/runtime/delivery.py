@@ -33,8 +33,8 @@ from __future__ import annotations
 import enum
 import json
 
-from persistent.recovery import JobDirectory, Recovery, RecoveryPath
-from persistent.sinks import BatchId, Sink
+from persistent.sinks.base import BatchId, Sink
+from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath
 
 __all__ = ["Delivery", "Position", "Effects", "plan", "write_effects"]
 

@@ -10,7 +10,7 @@ keyed (by key, and window start for windows), so writing them again is harmless.
 Result columns: ``key``, ``window_start`` and ``window_end`` (ms; windows only) and
 ``value``.
 
-With at-least-once or at-most-once delivery (``persistent.delivery``) results are
+With at-least-once or at-most-once delivery (``persistent.runtime.delivery``) results are
 appended instead (``Sink.append``): no marker, a replayed batch's rows are added again.
 """
 
@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from persistent.faults import crash_point
+from persistent.core.faults import crash_point
 from state.fs import local_path
 
 __all__ = [
@@ -64,7 +64,7 @@ class Sink(ABC):
         """Adds one micro-batch's results to what is there, each row with its
         ``generation`` and ``batch``, and no marker: a replayed batch adds its rows
         again. At-least-once and at-most-once delivery write this way
-        (``persistent.delivery``); a sink without it supports exactly-once only."""
+        (``persistent.runtime.delivery``); a sink without it supports exactly-once only."""
         raise NotImplementedError(f"{type(self).__name__} cannot append results")
 
 
@@ -239,7 +239,7 @@ class ParquetSink(Sink):
         self.key_column, self.value_column = key_column, value_column
 
     def check_fresh_start(self, spark) -> None:
-        from persistent.hadoop_fs import HadoopFileSystem
+        from persistent.storage.hadoop_fs import HadoopFileSystem
 
         if HadoopFileSystem(spark, self.directory).list_names(self.directory):
             raise ValueError(
@@ -248,14 +248,14 @@ class ParquetSink(Sink):
             )
 
     def newest_generation(self, spark) -> int | None:
-        from persistent.hadoop_fs import HadoopFileSystem
+        from persistent.storage.hadoop_fs import HadoopFileSystem
 
         names = HadoopFileSystem(spark, self.directory).list_names(self.directory)
         generations = [int(name.split("=", 1)[1]) for name in names if re.fullmatch(r"generation=\d+", name)]
         return max(generations, default=None)
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
-        from persistent.hadoop_fs import HadoopFileSystem
+        from persistent.storage.hadoop_fs import HadoopFileSystem
 
         staging = f"{self.directory}/_staging/generation={batch.generation}-batch={batch.batch:010d}"
         self._write(results, staging, windowed, "overwrite")
@@ -321,7 +321,7 @@ def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", val
     if uri.startswith("sqlite://"):
         return SQLiteSink(uri[len("sqlite://") :], table, key_column, value_column)
     if uri.startswith(("postgresql://", "postgres://")):
-        from persistent.postgres import PostgresSink
+        from persistent.sinks.postgres import PostgresSink
 
         return PostgresSink(uri, table, key_column, value_column)
     if uri == "console":

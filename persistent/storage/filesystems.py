@@ -3,11 +3,11 @@ read their checkpoints on the executors, and what the command line reads.
 
 - local paths and ``file://`` URIs: ``state.fs.LocalFileSystem`` (plain Python I/O);
 - ``webhdfs://NAMENODE[:HTTP_PORT]/PATH`` and ``hdfs://NAMENODE[:RPC_PORT]/PATH``:
-  ``persistent.webhdfs.WebHdfsFileSystem``, HDFS over HTTP. For ``hdfs://`` the
+  ``persistent.storage.webhdfs.WebHdfsFileSystem``, HDFS over HTTP. For ``hdfs://`` the
   NameNode's HTTP address is ``http_address`` when given (a job's
   ``webhdfs_address``), else the NameNode's host on port 9870;
 - ``s3://`` (``s3a://``) and ``gs://`` (``gcs://``) object stores:
-  ``persistent.arrow_fs.ArrowFileSystem``, through ``pyarrow.fs``.
+  ``persistent.storage.arrow_fs.ArrowFileSystem``, through ``pyarrow.fs``.
 
 A job's checkpoint directory must be on one of these, since every executor writes
 there; ``filesystem_for`` refuses anything else with one sentence saying what works.
@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from persistent.arrow_fs import SCHEMES as ARROW_SCHEMES
-from persistent.arrow_fs import ArrowFileSystem
-from persistent.recovery import JobDirectory
-from persistent.webhdfs import SCHEMES as WEBHDFS_SCHEMES
-from persistent.webhdfs import WebHdfsFileSystem
+from persistent.storage.arrow_fs import ArrowFileSystem
+from persistent.storage.arrow_fs import SCHEMES as ARROW_SCHEMES
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.webhdfs import SCHEMES as WEBHDFS_SCHEMES
+from persistent.storage.webhdfs import WebHdfsFileSystem
 from state.fs import FileSystem, LocalFileSystem
 
 __all__ = ["UnsupportedFileSystemError", "filesystem_for", "cached_filesystem", "JobStorage"]

@@ -16,7 +16,7 @@ A job chooses with ``BadRecords`` what happens to them:
 
 Either way a bad record changes no state.
 
-A *late* message (behind the watermark, see ``persistent.runtime.Job``) is not bad:
+A *late* message (behind the watermark, see ``persistent.runtime.job.Job``) is not bad:
 it changes no state and is counted; with ``LateRecords.OUTPUT`` it goes to the
 dead-letter output too, as a ``BadRecord`` with reason ``late``, its event time and
 the watermark it missed.

@@ -7,7 +7,7 @@ import os
 import sys
 from importlib.resources import files
 
-from persistent.environment import check_java
+from persistent.tools.environment import check_java
 
 __all__ = ["spark_session", "CONF_DIR", "DEFAULTS_FILE", "LOGGING_FILE"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from persistent.badrecords import BadRecords, LateRecords
-from persistent.delivery import Delivery
+from persistent.core.badrecords import BadRecords, LateRecords
+from persistent.runtime.delivery import Delivery
 
 __all__ = ["add_job_options", "job_settings", "run"]
 
@@ -52,7 +52,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 def job_settings(args: argparse.Namespace, table: str, key_column: str, value_column: str) -> dict:
     """``Job`` keyword arguments from the options of ``add_job_options``; the sink's
     results go to ``table`` (SQL) with the key and value in the named columns."""
-    from persistent.sinks import sink_from_uri
+    from persistent.sinks.base import sink_from_uri
 
     return dict(
         sink=sink_from_uri(args.output, table=table, key_column=key_column, value_column=value_column),
@@ -70,6 +70,6 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
 def run(job, args: argparse.Namespace, app_name: str):
     """Runs ``job`` in a Spark session named ``app_name`` until it ends; with
     ``--available-now``, once the input there is now has been read."""
-    from persistent.session import spark_session
+    from persistent.tools.session import spark_session
 
     return job.run(spark_session(app_name, args.master), available_now=args.available_now)

@@ -5,10 +5,10 @@ each micro-batch it runs the user's task over the group's messages, emits result
 (the new totals of the keys it touched, or the windows the watermark closed), and,
 when the watermark has passed a checkpoint boundary, the checkpoint of its state at
 that boundary. This module is pure Python: the Spark runtime calls it from
-``applyInPandasWithState`` and ``persistent.testing`` calls it directly, so a task
+``applyInPandasWithState`` and ``persistent.tools.testing`` calls it directly, so a task
 behaves the same in a unit test as on a cluster.
 
-Bad records (``persistent.badrecords``) never reach the state: a batch is applied to
+Bad records (``persistent.core.badrecords``) never reach the state: a batch is applied to
 the table in one vectorized update, and only when that fails (or the task raises)
 are the culprits looked for, by halving the batch. The table is a snapshot away
 from its state before the batch (``KeyedTable.copy``), so a batch that fails as a
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from monoids.base import MonoidError
-from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
-from persistent.task import Message, PersistentTask, TaskDefinitionError
+from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
+from persistent.core.task import Message, PersistentTask, TaskDefinitionError
 from state.checkpoint_store import check_time_ms
 from state.errors import StateValueError
 from state.persistent_state import WindowState
@@ -201,7 +201,7 @@ class KeyGroup:
         self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0
     ) -> Applied:
         """Runs the task over ``messages`` (columns ``key``, ``timestamp``, ``value`` and
-        optionally ``bad_record``, see ``persistent.badrecords``).
+        optionally ``bad_record``, see ``persistent.core.badrecords``).
 
         A bad record (marked by the source, or one the task raises on or whose value
         the monoid refuses) changes no state. With ``BadRecords.FAIL`` the first one

@@ -7,7 +7,7 @@
     persistent rewind DIR --to T              prepare a restart from the earlier checkpoint at T
 
 All but ``run`` read DIR without Spark or a JVM: a local path, a ``file://`` URI or a
-``webhdfs://NAMENODE[:PORT]/PATH`` URI (``persistent.webhdfs``). Errors are one line
+``webhdfs://NAMENODE[:PORT]/PATH`` URI (``persistent.storage.webhdfs``). Errors are one line
 on stderr and a non-zero exit status.
 """
 
@@ -21,8 +21,10 @@ import sys
 import time
 from typing import NoReturn
 
-from persistent.environment import EnvironmentProblem, check_java
-from persistent.jobdir import (
+from persistent.runtime.job import BatchProgress
+from persistent.storage.job_directory import JobDirectory
+from persistent.tools.environment import EnvironmentProblem, check_java
+from persistent.tools.inspection import (
     JobDirectoryError,
     open_job,
     read_progress,
@@ -31,9 +33,7 @@ from persistent.jobdir import (
     task_names,
     times_held,
 )
-from persistent.recovery import JobDirectory
-from persistent.runtime import BatchProgress
-from persistent.session import DEFAULTS_FILE, LOGGING_FILE
+from persistent.tools.session import DEFAULTS_FILE, LOGGING_FILE
 from state.checkpoint_store import describe_times
 from state.clock_store import ClockRecord
 from state.errors import StateError

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from persistent.runtime import BatchProgress
+    from persistent.runtime.job import BatchProgress
 
 __all__ = ["JobMetrics", "GAUGES", "COUNTERS"]
 

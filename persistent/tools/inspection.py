@@ -1,8 +1,8 @@
 """A job's checkpoint directory, read without a JVM, and rewound.
 
 ``open_job`` serves local paths and ``file://`` URIs directly and ``webhdfs://`` and
-``hdfs://`` URIs over HTTP (``persistent.filesystems``); the layout is
-``persistent.recovery``'s.
+``hdfs://`` URIs over HTTP (``persistent.storage.filesystems``); the layout is
+``persistent.storage.job_directory``'s.
 ``read_progress`` reads the newest of the progress records the runtime writes per
 committed micro-batch (``DIR/progress/<generation:06d>-<batch:012d>.json``, the
 fields of ``runtime.BatchProgress``), ``read_state`` the state of the tasks in their
@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
 
-from persistent.filesystems import UnsupportedFileSystemError, filesystem_for
-from persistent.recovery import JobDirectory
-from persistent.runtime import BatchProgress
+from persistent.runtime.job import BatchProgress
+from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
+from persistent.storage.job_directory import JobDirectory
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError

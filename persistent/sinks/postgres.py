@@ -1,7 +1,7 @@
 """An exactly-once PostgreSQL sink (``psycopg`` 3: ``pip install persistent-state[postgres]``).
 
 Results are upserted into a table and the batch's marker is written in the same
-transaction (``persistent.sinks.TransactionalSink``): a replayed micro-batch changes
+transaction (``persistent.sinks.base.TransactionalSink``): a replayed micro-batch changes
 nothing, and a write that fails leaves nothing behind. Tables are created on first
 use: ``TABLE(key, [window_start, window_end,] value)`` with the key (and window start)
 as primary key, and ``persistent_batches(sink, generation, batch)``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from persistent.sinks import TransactionalSink
+from persistent.sinks.base import TransactionalSink
 
 __all__ = ["PostgresSink"]
 

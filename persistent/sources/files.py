@@ -10,10 +10,10 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
   time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows the
   sequence).
 - ``files``: a directory of text, JSON-lines or Parquet files, on any file system of
-  ``persistent.filesystems`` (a local path, ``file://``, ``hdfs://`` over WebHDFS,
+  ``persistent.storage.filesystems`` (a local path, ``file://``, ``hdfs://`` over WebHDFS,
   ``webhdfs://``, ``s3://``, ``gs://``): the driver lists it, the executors read the
   files (names starting with ``.`` or ``_`` are not input). New files are taken in
-  name order into the job's log of files (``persistent.files_log``): a file read is
+  name order into the job's log of files (``persistent.storage.files_log``): a file read is
   never read again, whatever sorts before it later, and a read file that changes is
   refused. Line ``n`` (from 0) of the ``f``-th text file taken has event time
   ``f * FILE_SPAN_MS + n + 1``; JSON lines and
@@ -21,13 +21,13 @@ supports ``Trigger.AvailableNow``. Each produces raw messages with columns
   that are not UTF-8 read as U+FFFD). A JSON line or Parquet row that cannot be read
   (a line that is not UTF-8 or not a JSON object, a missing, null or non-integer key
   or time, a file without the key or time column) is not an error of the reader:
-  its row has a ``bad_record`` column (``persistent.badrecords``) naming the file
+  its row has a ``bad_record`` column (``persistent.core.badrecords``) naming the file
   and line or row, the record and the reason, and the job decides what to do with it.
 
 Event times start at 1 ms, not 0: the job's watermark starts at 1 ms (Spark's at 0),
 and a message before it is late. (Later, the job's watermark is at most the newest
 event time seen, so messages sharing the newest time are in order:
-``persistent.runtime``.)
+``persistent.runtime.job``.)
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from persistent.badrecords import BAD_RECORD_COLUMN, BadRecord
-from persistent.files_log import FilesLog, InputFileSystem, listing
-from persistent.filesystems import JobStorage, cached_filesystem
-from persistent.progress import Backlog
+from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
+from persistent.runtime.progress import Backlog
+from persistent.storage.files_log import FilesLog, InputFileSystem, listing
+from persistent.storage.filesystems import JobStorage, cached_filesystem
 from state.fs import FileStatus
 
 __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
@@ -61,7 +61,7 @@ __all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
 FILE_SPAN_MS = 1_000_000
 
 _MESSAGE_COLUMNS = ["key", "timestamp", "value"]
-#: Columns of the files source: a message, or a bad record (``persistent.badrecords``).
+#: Columns of the files source: a message, or a bad record (``persistent.core.badrecords``).
 _FILES_COLUMNS = [*_MESSAGE_COLUMNS, BAD_RECORD_COLUMN]
 #: Rows per Arrow record batch a reader yields.
 _ARROW_BATCH_ROWS = 65_536
@@ -264,7 +264,7 @@ class FilesSource(Source):
 
     def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
         """Refuses a read file that changed, and a file a reread from ``start_ms`` needs
-        that is gone (``persistent.files_log``)."""
+        that is gone (``persistent.storage.files_log``)."""
         present = self._present()
         if present is None:
             return  # the query fails, naming the directory
@@ -340,7 +340,7 @@ class _Files(InputPartition):
 
 
 class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Takes files into the log (``persistent.files_log``) on the driver; positions are
+    """Takes files into the log (``persistent.storage.files_log``) on the driver; positions are
     numbers of the log. Spark ships the reader to the executors, which only ``read``."""
 
     def __init__(self, options: dict[str, str]):

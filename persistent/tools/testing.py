@@ -1,6 +1,6 @@
 """Test a ``PersistentTask`` in plain pytest, with the code that runs it on Spark.
 
-``TaskTester`` runs the task in one key group (``persistent.keygroup``), the same
+``TaskTester`` runs the task in one key group (``persistent.runtime.keygroup``), the same
 code the Spark runtime calls per key group, so what a test sees is what the job
 does: feed messages, advance the watermark (which emits results and takes the
 checkpoints due), peek at a key's state, and restore from a checkpoint as recovery
@@ -23,9 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from persistent.badrecords import BadRecord, BadRecords, late_messages
-from persistent.keygroup import MESSAGE_COLUMNS, KeyGroup
-from persistent.task import PersistentTask
+from persistent.core.badrecords import BadRecord, BadRecords, late_messages
+from persistent.core.task import PersistentTask
+from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
 
 __all__ = ["TaskTester"]
 

@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from persistent.filesystems import JobStorage
-from persistent.recovery import JobDirectory, task_index, task_name
+from persistent.storage.filesystems import JobStorage
+from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from state.checkpoint_store import CheckpointStore
 from state.errors import ClockError
 from state.persistent_state import PersistentState

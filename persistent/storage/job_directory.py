@@ -9,10 +9,10 @@
                                restored key groups and the number of key groups
     DIR/progress/              one JSON record per committed micro-batch (the newest 100)
     DIR/input/                 the files source's log of the files it took
-                               (``persistent.files_log``)
+                               (``persistent.storage.files_log``)
     DIR/failed-batch           the micro-batch that last failed on a bad record, before
                                any of its effects (its input may be fixed for the replay)
-    DIR/rescale/               only while key groups are re-split (``persistent.rescale``)
+    DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``)
 
 A job starts in one of three ways:
 
@@ -67,7 +67,7 @@ class RecoveryPath(enum.Enum):
     FRESH = "fresh"
     SAME_CHECKPOINT = "A"
     FROM_CLOCK = "B"
-    #: At-most-once (``persistent.delivery``): empty state, sources after the position taken.
+    #: At-most-once (``persistent.runtime.delivery``): empty state, sources after the position taken.
     AFTER_POSITION = "position"
 
 
@@ -84,7 +84,7 @@ class Recovery:
     #: begun by path B).
     restored: frozenset[int] = frozenset()
     #: Whether the generation's query wakes every key group in its first micro-batch
-    #: (``persistent.heartbeats``); generations recorded before that existed do not.
+    #: (``persistent.runtime.heartbeats``); generations recorded before that existed do not.
     heartbeats: bool = True
     #: The number of key groups keys hash to in this start.
     key_groups: int = 1
@@ -263,7 +263,8 @@ class JobDirectory:
                 f"{self.root} was written with key_groups={recorded}, this job has "
                 f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups); to "
                 f"change the number, delete {self.spark} and start the job with key_groups={key_groups}: it "
-                f"restarts from the clock and re-splits every checkpoint into the new groups (persistent.rescale)"
+                f"restarts from the clock and re-splits every checkpoint into the new groups "
+                f"(persistent.runtime.rescale)"
             )
         same_checkpoint = self.spark_started()
         # Path A needs a readable clock as well: every micro-batch advances it.
@@ -307,7 +308,7 @@ class JobDirectory:
                 f"{task_name(0)} to {task_name(named - 1)}); this job has key_groups={key_groups}: run it with "
                 f"key_groups={named} (or without key_groups). To change the number, start it once that way, "
                 f"then stop it, delete {self.spark} and start it with key_groups={key_groups}: it restarts "
-                f"from the clock and re-splits every checkpoint into the new groups (persistent.rescale)"
+                f"from the clock and re-splits every checkpoint into the new groups (persistent.runtime.rescale)"
             )
         return named
 

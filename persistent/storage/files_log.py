@@ -2,7 +2,7 @@
 
 A file's place in the log is its number for good: the ``f``-th file taken is file
 ``f``, and line ``n`` of a text file ``f`` has event time ``f * FILE_SPAN_MS + n + 1``
-(``persistent.sources``). The position the files source gives Spark (``{"files": n}``)
+(``persistent.sources.files``). The position the files source gives Spark (``{"files": n}``)
 counts files of the log, not of today's listing, so a read file that is deleted moves
 nothing, and a new file whose name sorts before files already read is taken next.
 
@@ -41,7 +41,7 @@ class InputFileChangedError(ValueError):
 
 
 class InputFileSystem(Protocol):
-    """What the files source needs of a file system (``persistent.filesystems``' file
+    """What the files source needs of a file system (``persistent.storage.filesystems``' file
     systems have it)."""
 
     def list_files(self, path: str) -> list[FileStatus]: ...

@@ -1,7 +1,7 @@
 """Checks that the machine can run a job, each ending in one sentence saying what to install.
 
 Standard library only: ``make`` runs it with the system Python before the virtual
-environment exists (``python3 persistent/environment.py``).
+environment exists (``python3 persistent/tools/environment.py``).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def check_dependencies() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python persistent/environment.py [--dependencies]``: prints the problem, exits 1."""
+    """``python persistent/tools/environment.py [--dependencies]``: prints the problem, exits 1."""
     args = sys.argv[1:] if argv is None else argv
     try:
         check_python()

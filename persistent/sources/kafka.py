@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from persistent.filesystems import JobStorage
-from persistent.sources import Source
+from persistent.sources.files import Source
+from persistent.storage.filesystems import JobStorage
 
 __all__ = ["KafkaSource", "KAFKA_PACKAGE"]
 

@@ -2,7 +2,7 @@
 
 Messages are grouped by **key group** (``pmod(hash(key), key_groups)``), not by key:
 one Python call per group and micro-batch updates all of the group's keys with
-vectorized monoid folds (``persistent.keygroup``). Each key group is a task with its
+vectorized monoid folds (``persistent.runtime.keygroup``). Each key group is a task with its
 own checkpoints and checkpoint clock. A fresh start sizes the key groups to the
 cluster (``KEY_GROUPS_PER_CORE`` per core Spark offers) unless the job names a
 number; the job directory records it, and the query runs as many shuffle partitions
@@ -14,7 +14,7 @@ Per micro-batch, inside Spark:
    watermark passed its next checkpoint boundary: idle groups checkpoint too) applies
    its messages, emits results, and, when the watermark has passed a boundary ``T``,
    writes its checkpoint at ``T`` itself, on the executor, to the job directory
-   (``persistent.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``;
+   (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``;
    its whole state goes to Spark's state store;
 2. on the driver (``foreachBatch``): the results go to the sink (idempotent per
    batch); then, once every key group known to the clock has reported its checkpoint
@@ -24,16 +24,16 @@ Per micro-batch, inside Spark:
 
 A key group with no state in Spark's state store in a generation begun by path B
 reads its own checkpoint at the restore point (restore by reference), and every
-generation's first micro-batch wakes every key group (``persistent.heartbeats``), so
+generation's first micro-batch wakes every key group (``persistent.runtime.heartbeats``), so
 a restored group that gets no message still checkpoints and never pins the clock.
 
-Bad records (``persistent.badrecords``) travel through the same query: the source
+Bad records (``persistent.core.badrecords``) travel through the same query: the source
 marks the records it cannot read, a check before the watermark marks unusable event
 times (so they never move the watermark), and the key groups isolate the messages
 the task or its monoid refuses. Marked rows change no state; the driver fails the
 micro-batch on them or writes them to the dead-letter output, as the job says.
 
-See ``persistent.recovery`` for the restart paths A and B, and ``persistent.delivery``
+See ``persistent.storage.job_directory`` for the restart paths A and B, and ``persistent.runtime.delivery``
 for what changes with at-least-once and at-most-once delivery.
 """
 
@@ -50,22 +50,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from persistent.badrecords import (
+from persistent.core.badrecords import (
     BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords, late_messages
 )
-from persistent.delivery import Delivery, plan, write_effects
-from persistent.faults import crash_point
-from persistent.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
-from persistent.hadoop_fs import HadoopFileSystem
-from persistent.heartbeats import heartbeats
-from persistent.keygroup import KeyGroup
-from persistent.metrics import JobMetrics
-from persistent.progress import ProgressBar, stderr
-from persistent.rescale import rescale_if_asked
-from persistent.recovery import JobDirectory, Recovery, RecoveryPath, task_index, task_name
-from persistent.sinks import BatchId, Sink
-from persistent.sources import Source
-from persistent.task import PersistentTask
+from persistent.core.faults import crash_point
+from persistent.core.task import PersistentTask
+from persistent.runtime.delivery import Delivery, plan, write_effects
+from persistent.runtime.heartbeats import heartbeats
+from persistent.runtime.keygroup import KeyGroup
+from persistent.runtime.metrics import JobMetrics
+from persistent.runtime.progress import ProgressBar, stderr
+from persistent.runtime.rescale import rescale_if_asked
+from persistent.sinks.base import BatchId, Sink
+from persistent.sources.files import Source
+from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
+from persistent.storage.hadoop_fs import HadoopFileSystem
+from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, task_index, task_name
 from state.checkpoint_manager import boundary_after
 from state.checkpoint_store import Written
 from state.errors import ClockError, StorageError
@@ -152,20 +152,20 @@ class Job:
     micro-batches; a message at the newest time seen is never late. ``late_records``
     says what else happens to it: nothing (``"drop"``, the default), or it goes to
     the dead-letter output with reason ``late``, its event time and the watermark it
-    missed (``"output"``; ``persistent.badrecords``).
+    missed (``"output"``; ``persistent.core.badrecords``).
 
-    ``bad_records`` says what a bad record does (``persistent.badrecords``): fail
+    ``bad_records`` says what a bad record does (``persistent.core.badrecords``): fail
     the query (``"fail"``, the default) or go to the dead-letter output in
     ``dead_letter_dir`` (``"dead-letter"``; by default ``CHECKPOINT_DIR/dead-letters``).
     With ``max_event_time_skew_ms``, a message whose event time is more than that
     after its micro-batch's processing time is a bad record too.
 
-    ``delivery`` is the guarantee (``persistent.delivery.Delivery`` or its value):
+    ``delivery`` is the guarantee (``persistent.runtime.delivery.Delivery`` or its value):
     ``"exactly-once"`` (the default), ``"at-least-once"`` or ``"at-most-once"``.
 
     The key groups write and read their checkpoints on the executors, so
     ``checkpoint_dir`` must be reachable from every executor's Python worker
-    (``persistent.filesystems``): a shared local path or ``file://``, ``hdfs://``
+    (``persistent.storage.filesystems``): a shared local path or ``file://``, ``hdfs://``
     (over WebHDFS, at ``webhdfs_address``, by default the NameNode's host on port
     9870), ``webhdfs://``, or an object store: ``s3a://`` (``s3://``), ``gs://``.
     """
@@ -195,7 +195,7 @@ class Job:
     delivery: Delivery | str = Delivery.EXACTLY_ONCE
     #: The NameNode's WebHDFS address (``http://HOST:PORT``) for an ``hdfs://`` ``checkpoint_dir``.
     webhdfs_address: str | None = None
-    #: A port of the driver to serve the job's metrics on, for Prometheus (``persistent.metrics``,
+    #: A port of the driver to serve the job's metrics on, for Prometheus (``persistent.runtime.metrics``,
     #: the ``metrics`` extra): ``http://DRIVER:PORT/metrics``, from the start until the job stops.
     metrics_port: int | None = None
 
@@ -284,7 +284,7 @@ class Job:
 
     def _filesystem(self, spark) -> FileSystem:
         """The driver's file system for the job directory: the one the executors use
-        (``persistent.filesystems``: no JVM round trip per file), or Hadoop's FileSystem
+        (``persistent.storage.filesystems``: no JVM round trip per file), or Hadoop's FileSystem
         API for a scheme only Hadoop serves (possible without checkpoints)."""
         try:
             return filesystem_for(self.checkpoint_dir, self.webhdfs_address)
@@ -557,7 +557,7 @@ def _in_order(messages: pd.DataFrame) -> pd.DataFrame:
 
 
 def _without_heartbeats(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame without heartbeat rows (``persistent.heartbeats``): no event time, no bad-record mark."""
+    """The frame without heartbeat rows (``persistent.runtime.heartbeats``): no event time, no bad-record mark."""
     times = frame["timestamp"]
     if times.dtype.kind != "f":  # Spark hands over a bigint column with nulls as floats
         return frame
