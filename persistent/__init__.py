@@ -43,7 +43,7 @@ __all__ = [
 _LAZY = {
     "Job": "persistent.runtime.job",
     "RunningJob": "persistent.runtime.job",
-    "BatchProgress": "persistent.runtime.job",
+    "BatchProgress": "persistent.storage.job_directory",
     "Delivery": "persistent.runtime.delivery",
     "GeneratorSource": "persistent.sources.files",
     "FilesSource": "persistent.sources.files",

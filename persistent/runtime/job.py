@@ -65,7 +65,9 @@ from persistent.sinks.base import BatchId, Sink
 from persistent.sources.files import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
-from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, task_index, task_name
+from persistent.storage.job_directory import (
+    BatchProgress, JobDirectory, Recovery, RecoveryPath, task_index, task_name
+)
 from state.checkpoint_manager import boundary_after
 from state.checkpoint_store import Written
 from state.errors import ClockError, StorageError
@@ -85,57 +87,6 @@ _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
 KEY_GROUPS_PER_CORE = 4
 #: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
-
-
-@dataclass(frozen=True)
-class BatchProgress:
-    """What one micro-batch did, as reported by the driver."""
-
-    generation: int
-    batch: int
-    rows: int
-    #: Messages not applied for being late: behind the micro-batch's watermark or
-    #: before their key group's last checkpoint (``Job.late_records``).
-    late: int
-    replayed: int
-    results: int
-    checkpoints: int
-    clock_ms: int | None
-    #: How long the driver's ``foreachBatch`` took: computing the micro-batch, then committing it.
-    seconds: float
-    watermark_ms: int
-    finished_at_ms: int
-    #: Encoded state size per task (key group) that ran in this batch.
-    state_bytes: dict[str, int]
-    #: Records written to the dead-letter output: bad records, and late messages
-    #: with ``Job.late_records="output"``.
-    dead_letters: int = 0
-    #: Bytes of the checkpoint files the key groups wrote in this batch.
-    checkpoint_bytes: int = 0
-    #: The CRC32 of each checkpoint written in this batch (its record's), by task.
-    checkpoint_crcs: dict[str, int] = field(default_factory=dict)
-    #: Seconds the key groups spent writing this batch's checkpoint files, summed over
-    #: the groups (they write on the executors, in parallel). None in older records.
-    checkpoint_seconds: float | None = None
-    #: The part of ``seconds`` after the micro-batch was computed: the driver's commit
-    #: (bad records, the sink, the clock). None in older records.
-    commit_seconds: float | None = None
-
-    @property
-    def clock_lag_ms(self) -> int | None:
-        """How far the global minimum checkpoint clock is behind the watermark."""
-        return None if self.clock_ms is None else self.watermark_ms - self.clock_ms
-
-    def line(self) -> str:
-        rate = self.rows / self.seconds if self.seconds > 0 else 0.0
-        clock = "-" if self.clock_ms is None else str(self.clock_ms)
-        return (
-            f"batch {self.generation}.{self.batch}: {self.rows} rows ({rate:,.0f} rows/s), "
-            f"{self.results} results, {self.checkpoints} checkpoints, clock {clock}"
-            + (f", {self.late} late" if self.late else "")
-            + (f", {self.replayed} before the restore point" if self.replayed else "")
-            + (f", {self.dead_letters} dead letters" if self.dead_letters else "")
-        )
 
 
 @dataclass

@@ -19,10 +19,8 @@ imported only when a job asks for a port.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from persistent.runtime.job import BatchProgress
+from persistent.storage.job_directory import BatchProgress
 
 __all__ = ["JobMetrics", "GAUGES", "COUNTERS"]
 

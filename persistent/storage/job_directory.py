@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockRecord, ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import FileSystem
 
-__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "task_name", "task_index", "PROGRESS_KEPT"]
+__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "BatchProgress", "task_name", "task_index", "PROGRESS_KEPT"]
 
 #: How many micro-batch progress records a job directory keeps.
 PROGRESS_KEPT = 100
@@ -103,6 +103,58 @@ class Recovery:
         return (
             f"recovery path B: Spark's checkpoint is gone; {len(self.restored)} task(s) restore their "
             f"checkpoints at clock {self.floor_ms} and the sources rewind to it (generation {self.generation})"
+        )
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """What one micro-batch did, as reported by the driver: the record
+    ``record_progress`` keeps in ``DIR/progress/`` and ``persistent status`` reads."""
+
+    generation: int
+    batch: int
+    rows: int
+    #: Messages not applied for being late: behind the micro-batch's watermark or
+    #: before their key group's last checkpoint (``Job.late_records``).
+    late: int
+    replayed: int
+    results: int
+    checkpoints: int
+    clock_ms: int | None
+    #: How long the driver's ``foreachBatch`` took: computing the micro-batch, then committing it.
+    seconds: float
+    watermark_ms: int
+    finished_at_ms: int
+    #: Encoded state size per task (key group) that ran in this batch.
+    state_bytes: dict[str, int]
+    #: Records written to the dead-letter output: bad records, and late messages
+    #: with ``Job.late_records="output"``.
+    dead_letters: int = 0
+    #: Bytes of the checkpoint files the key groups wrote in this batch.
+    checkpoint_bytes: int = 0
+    #: The CRC32 of each checkpoint written in this batch (its record's), by task.
+    checkpoint_crcs: dict[str, int] = field(default_factory=dict)
+    #: Seconds the key groups spent writing this batch's checkpoint files, summed over
+    #: the groups (they write on the executors, in parallel). None in older records.
+    checkpoint_seconds: float | None = None
+    #: The part of ``seconds`` after the micro-batch was computed: the driver's commit
+    #: (bad records, the sink, the clock). None in older records.
+    commit_seconds: float | None = None
+
+    @property
+    def clock_lag_ms(self) -> int | None:
+        """How far the global minimum checkpoint clock is behind the watermark."""
+        return None if self.clock_ms is None else self.watermark_ms - self.clock_ms
+
+    def line(self) -> str:
+        rate = self.rows / self.seconds if self.seconds > 0 else 0.0
+        clock = "-" if self.clock_ms is None else str(self.clock_ms)
+        return (
+            f"batch {self.generation}.{self.batch}: {self.rows} rows ({rate:,.0f} rows/s), "
+            f"{self.results} results, {self.checkpoints} checkpoints, clock {clock}"
+            + (f", {self.late} late" if self.late else "")
+            + (f", {self.replayed} before the restore point" if self.replayed else "")
+            + (f", {self.dead_letters} dead letters" if self.dead_letters else "")
         )
 
 

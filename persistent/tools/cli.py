@@ -21,8 +21,7 @@ import sys
 import time
 from typing import NoReturn
 
-from persistent.runtime.job import BatchProgress
-from persistent.storage.job_directory import JobDirectory
+from persistent.storage.job_directory import BatchProgress, JobDirectory
 from persistent.tools.environment import EnvironmentProblem, check_java
 from persistent.tools.inspection import (
     JobDirectoryError,

@@ -5,7 +5,7 @@
 ``persistent.storage.job_directory``'s.
 ``read_progress`` reads the newest of the progress records the runtime writes per
 committed micro-batch (``DIR/progress/<generation:06d>-<batch:012d>.json``, the
-fields of ``runtime.BatchProgress``), ``read_state`` the state of the tasks in their
+fields of ``BatchProgress``), ``read_state`` the state of the tasks in their
 checkpoints at a time (decoded by what the checkpoints name: no task class needed),
 and ``rewind`` prepares a restart from an earlier checkpoint (path B).
 """
@@ -17,9 +17,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
 
-from persistent.runtime.job import BatchProgress
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
-from persistent.storage.job_directory import JobDirectory
+from persistent.storage.job_directory import BatchProgress, JobDirectory
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError

@@ -18,9 +18,8 @@ import pandas as pd
 
 from monoids import Count, Sum
 from persistent import PersistentTask
-from persistent.runtime.job import BatchProgress
 from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
-from persistent.storage.job_directory import JobDirectory, task_name
+from persistent.storage.job_directory import BatchProgress, JobDirectory, task_name
 from persistent.tools import cli
 from state import NonWindowState, Window, WindowState
 from state.fs import FileSystem, LocalFileSystem
