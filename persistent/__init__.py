@@ -49,11 +49,11 @@ _LAZY = {
     "FilesSource": "persistent.sources.files",
     "RedisSource": "persistent.sources.redis",
     "KafkaSource": "persistent.sources.kafka",
-    "SQLiteSink": "persistent.sinks.base",
+    "SQLiteSink": "persistent.sinks.sqlite",
     "PostgresSink": "persistent.sinks.postgres",
-    "ParquetSink": "persistent.sinks.base",
-    "ConsoleSink": "persistent.sinks.base",
-    "sink_from_uri": "persistent.sinks.base",
+    "ParquetSink": "persistent.sinks.parquet",
+    "ConsoleSink": "persistent.sinks.console",
+    "sink_from_uri": "persistent.sinks.uri",
     "spark_session": "persistent.tools.session",
 }
 

@@ -1,4 +1,4 @@
-"""Exactly-once sinks for a job's results.
+"""What every sink of a job's results is: ``Sink`` and the SQL ``TransactionalSink``.
 
 Each micro-batch's results arrive with a ``BatchId``: the Spark checkpoint
 generation and the micro-batch number. Spark replays an unfinished micro-batch with
@@ -16,19 +16,13 @@ appended instead (``Sink.append``): no marker, a replayed batch's rows are added
 
 from __future__ import annotations
 
-import os
-import re
-import sqlite3
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from persistent.core.faults import crash_point
-from state.fs import local_path
 
-__all__ = [
-    "BatchId", "result_columns", "Sink", "TransactionalSink", "SQLiteSink", "ParquetSink", "ConsoleSink", "sink_from_uri",
-]
+__all__ = ["BatchId", "result_columns", "Sink", "TransactionalSink"]
 
 
 @dataclass(frozen=True)
@@ -198,132 +192,3 @@ class TransactionalSink(Sink):
 def _rows(frame) -> list[tuple]:
     """The frame's rows as tuples of plain Python values (numpy's are not adaptable)."""
     return list(frame.astype(object).itertuples(index=False, name=None))
-
-
-class SQLiteSink(TransactionalSink):
-    """A ``TransactionalSink`` on a SQLite database file (``database`` is its path)."""
-
-    DATABASE = "SQLite"
-    PLACEHOLDER = "?"
-    TYPES = {"i": "INTEGER", "u": "INTEGER", "f": "REAL", "b": "INTEGER"}
-
-    @contextmanager
-    def _transaction(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
-        db = sqlite3.connect(self.database, timeout=60, isolation_level=None)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            yield db.cursor()
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        finally:
-            db.close()
-
-
-class ParquetSink(Sink):
-    """Writes each micro-batch to ``DIR/generation=G/batch=N`` with overwrite semantics:
-    a replayed batch replaces its own files. The final value of a key (or of a key and
-    window) is the one in its newest batch, by generation then batch: ``read`` returns
-    exactly those.
-
-    A batch is written beside its place (``DIR/_staging/``, which readers of Parquet
-    datasets skip), then swapped in: its directory appears with all its files and
-    Spark's ``_SUCCESS`` marker. A directory without ``_SUCCESS`` (a write that died
-    midway) is no batch: ``rows`` and ``read`` skip it, and its replay rewrites it."""
-
-    def __init__(self, directory: str, key_column: str = "key", value_column: str = "value"):
-        self.directory = directory.rstrip("/")
-        self.key_column, self.value_column = key_column, value_column
-
-    def check_fresh_start(self, spark) -> None:
-        from persistent.storage.hadoop_fs import HadoopFileSystem
-
-        if HadoopFileSystem(spark, self.directory).list_names(self.directory):
-            raise ValueError(
-                f"Parquet sink: {self.directory} holds results of an earlier run, and this job starts "
-                f"without a checkpoint, so its batches would mix with them: empty it or write to another directory"
-            )
-
-    def newest_generation(self, spark) -> int | None:
-        from persistent.storage.hadoop_fs import HadoopFileSystem
-
-        names = HadoopFileSystem(spark, self.directory).list_names(self.directory)
-        generations = [int(name.split("=", 1)[1]) for name in names if re.fullmatch(r"generation=\d+", name)]
-        return max(generations, default=None)
-
-    def write(self, results, batch: BatchId, windowed: bool) -> None:
-        from persistent.storage.hadoop_fs import HadoopFileSystem
-
-        staging = f"{self.directory}/_staging/generation={batch.generation}-batch={batch.batch:010d}"
-        self._write(results, staging, windowed, "overwrite")
-        fs = HadoopFileSystem(results.sparkSession, self.directory)
-        target = self._target(batch)
-        fs.delete(target)
-        fs.replace(staging, target)
-
-    def append(self, results, batch: BatchId, windowed: bool) -> None:
-        """Adds files to ``DIR/generation=G/batch=N``: a replayed batch's rows are there twice."""
-        self._write(results, self._target(batch), windowed, "append")
-
-    def _target(self, batch: BatchId) -> str:
-        return f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
-
-    def _write(self, results, target: str, windowed: bool, mode: str) -> None:
-        renamed = results.withColumnsRenamed({"key": self.key_column, "value": self.value_column})
-        renamed.select(*self._columns(windowed)).write.mode(mode).parquet(target)
-
-    def _columns(self, windowed: bool) -> list[str]:
-        names = {"key": self.key_column, "value": self.value_column}
-        return [names.get(c, c) for c in result_columns(windowed)]
-
-    def rows(self):
-        """Every row in a local directory with its ``generation`` and ``batch``, as pandas,
-        without Spark: with at-least-once and at-most-once delivery, the appended effects."""
-        import pyarrow.dataset as ds
-
-        root = local_path(self.directory)
-        files = ds.dataset(root, format="parquet", partitioning="hive").files
-        complete = [f for f in files if os.path.exists(os.path.join(os.path.dirname(f), "_SUCCESS"))]
-        dataset = ds.dataset(complete, format="parquet", partitioning="hive", partition_base_dir=root)
-        return dataset.to_table().to_pandas()
-
-    def read(self, windowed: bool = False):
-        """The final results in a local directory, as pandas, without Spark."""
-        frame = self.rows()
-        columns = self._columns(windowed)
-        latest = frame.sort_values(["generation", "batch"], kind="stable")
-        latest = latest.drop_duplicates(columns[:2] if windowed else columns[:1], keep="last")
-        return latest[columns].sort_values(columns[:-1], ignore_index=True)
-
-
-class ConsoleSink(Sink):
-    """Prints each micro-batch's results (for demos; not exactly-once)."""
-
-    def __init__(self, rows: int = 20):
-        self.rows = rows
-
-    def write(self, results, batch: BatchId, windowed: bool) -> None:
-        columns = result_columns(windowed)
-        frame = results.select(*columns).limit(self.rows).toPandas()
-        if len(frame):
-            print(f"-- batch {batch.generation}.{batch.batch}")
-            print(frame.to_string(index=False))
-
-    def append(self, results, batch: BatchId, windowed: bool) -> None:
-        self.write(results, batch, windowed)
-
-
-def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", value_column: str = "value") -> Sink:
-    """``sqlite:///PATH``, ``postgresql://...`` (a libpq URI), ``console`` or a directory (Parquet)."""
-    if uri.startswith("sqlite://"):
-        return SQLiteSink(uri[len("sqlite://") :], table, key_column, value_column)
-    if uri.startswith(("postgresql://", "postgres://")):
-        from persistent.sinks.postgres import PostgresSink
-
-        return PostgresSink(uri, table, key_column, value_column)
-    if uri == "console":
-        return ConsoleSink()
-    return ParquetSink(uri, key_column, value_column)

@@ -52,7 +52,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 def job_settings(args: argparse.Namespace, table: str, key_column: str, value_column: str) -> dict:
     """``Job`` keyword arguments from the options of ``add_job_options``; the sink's
     results go to ``table`` (SQL) with the key and value in the named columns."""
-    from persistent.sinks.base import sink_from_uri
+    from persistent.sinks.uri import sink_from_uri
 
     return dict(
         sink=sink_from_uri(args.output, table=table, key_column=key_column, value_column=value_column),

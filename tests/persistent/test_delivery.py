@@ -9,7 +9,8 @@ from monoids import Count
 from persistent import PersistentTask
 from persistent.runtime.delivery import Delivery, Effects, Position, plan, write_effects
 from persistent.runtime.job import Job
-from persistent.sinks.base import BatchId, SQLiteSink, Sink
+from persistent.sinks.base import BatchId, Sink
+from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.files import GeneratorSource
 from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from state import NonWindowState

@@ -6,8 +6,9 @@ import argparse
 
 import pytest
 
-from persistent.sinks.base import ParquetSink, SQLiteSink
+from persistent.sinks.parquet import ParquetSink
 from persistent.sinks.postgres import PostgresSink
+from persistent.sinks.sqlite import SQLiteSink
 from persistent.tools.options import add_job_options, job_settings
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from persistent.sinks.base import ParquetSink
+from persistent.sinks.parquet import ParquetSink
 
 
 def write_batch(directory, generation, batch, frame, complete=True):

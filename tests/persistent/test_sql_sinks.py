@@ -10,8 +10,10 @@ import threading
 import pandas as pd
 import pytest
 
-from persistent.sinks.base import BatchId, SQLiteSink, TransactionalSink, sink_from_uri
+from persistent.sinks.base import BatchId, TransactionalSink
 from persistent.sinks.postgres import PostgresSink
+from persistent.sinks.sqlite import SQLiteSink
+from persistent.sinks.uri import sink_from_uri
 
 
 class Database:

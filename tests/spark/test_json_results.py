@@ -48,7 +48,7 @@ def stored_postgres(uri: str) -> dict[str, str]:
 
 
 def stored_parquet(uri: str) -> dict[str, str]:
-    from persistent.sinks.base import ParquetSink
+    from persistent.sinks.parquet import ParquetSink
 
     final = ParquetSink(uri, value_column="words").read()
     assert str(final["words"].dtype) in ("object", "string")
