@@ -45,7 +45,7 @@ _LAZY = {
     "RunningJob": "persistent.runtime.job",
     "BatchProgress": "persistent.storage.job_directory",
     "Delivery": "persistent.runtime.delivery",
-    "GeneratorSource": "persistent.sources.files",
+    "GeneratorSource": "persistent.sources.generator",
     "FilesSource": "persistent.sources.files",
     "RedisSource": "persistent.sources.redis",
     "KafkaSource": "persistent.sources.kafka",

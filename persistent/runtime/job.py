@@ -62,7 +62,7 @@ from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.rescale import rescale_if_asked
 from persistent.sinks.base import BatchId, Sink
-from persistent.sources.files import Source
+from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
 from persistent.storage.job_directory import (

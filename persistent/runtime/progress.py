@@ -8,36 +8,14 @@ source has read, and the source's ``backlog`` says where the input ends
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, TextIO
 
-__all__ = ["Backlog", "Terminal", "ProgressBar", "stderr"]
+from persistent.sources.base import Backlog
 
-
-@dataclass(frozen=True)
-class Backlog:
-    """What an available-now run reads from a bounded source: source positions from
-    ``begin`` up to ``end``, counted in ``unit``. A position is the integer at
-    ``field`` of the source's offset (the generator's ``{"index": n}``, the files
-    source's ``{"files": n}``)."""
-
-    field: str
-    begin: int
-    end: int
-    unit: str
-
-    def position(self, offset_json: str | None) -> int | None:
-        """The position in an offset as Spark reports it (JSON text), or None."""
-        try:
-            offset = json.loads(offset_json or "null")
-        except ValueError:
-            return None
-        position = offset.get(self.field) if isinstance(offset, dict) else None
-        return position if isinstance(position, int) else None
+__all__ = ["Terminal", "ProgressBar", "stderr"]
 
 
 class Terminal:

@@ -1,33 +1,19 @@
-"""Time-replayable sources on Spark's Python Data Source API.
+"""The files source: a directory of text, JSON-lines or Parquet files, on any file
+system of ``persistent.storage.filesystems`` (a local path, ``file://``, ``hdfs://``
+over WebHDFS, ``webhdfs://``, ``s3://``, ``gs://``).
 
-A source can start at any event time ``T`` (recovery path B rewinds it to the
-clock), reads deterministically between two offsets (so Spark's replay of a
-micro-batch sees the same messages), bounds what one micro-batch reads, and
-supports ``Trigger.AvailableNow``. Each produces raw messages with columns
-``key``, ``timestamp`` (ms) and ``value``; a job's ``prepare`` step may reshape them.
-
-- ``generator``: message ``i`` (from 0) has key ``k{i % keys}``, value ``i`` and event
-  time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows the
-  sequence).
-- ``files``: a directory of text, JSON-lines or Parquet files, on any file system of
-  ``persistent.storage.filesystems`` (a local path, ``file://``, ``hdfs://`` over WebHDFS,
-  ``webhdfs://``, ``s3://``, ``gs://``): the driver lists it, the executors read the
-  files (names starting with ``.`` or ``_`` are not input). New files are taken in
-  name order into the job's log of files (``persistent.storage.files_log``): a file read is
-  never read again, whatever sorts before it later, and a read file that changes is
-  refused. Line ``n`` (from 0) of the ``f``-th text file taken has event time
-  ``f * FILE_SPAN_MS + n + 1``; JSON lines and
-  Parquet rows carry their time in a field. Every text line is a message (bytes
-  that are not UTF-8 read as U+FFFD). A JSON line or Parquet row that cannot be read
-  (a line that is not UTF-8 or not a JSON object, a missing, null or non-integer key
-  or time, a file without the key or time column) is not an error of the reader:
-  its row has a ``bad_record`` column (``persistent.core.badrecords``) naming the file
-  and line or row, the record and the reason, and the job decides what to do with it.
-
-Event times start at 1 ms, not 0: the job's watermark starts at 1 ms (Spark's at 0),
-and a message before it is late. (Later, the job's watermark is at most the newest
-event time seen, so messages sharing the newest time are in order:
-``persistent.runtime.job``.)
+The driver lists the directory, the executors read the files (names starting with
+``.`` or ``_`` are not input). New files are taken in name order into the job's log
+of files (``persistent.storage.files_log``): a file read is never read again,
+whatever sorts before it later, and a read file that changes is refused. Line ``n``
+(from 0) of the ``f``-th text file taken has event time ``f * FILE_SPAN_MS + n + 1``;
+JSON lines and Parquet rows carry their time in a field. Every text line is a
+message (bytes that are not UTF-8 read as U+FFFD). A JSON line or Parquet row that
+cannot be read (a line that is not UTF-8 or not a JSON object, a missing, null or
+non-integer key or time, a file without the key or time column) is not an error of
+the reader: its row has a ``bad_record`` column (``persistent.core.badrecords``)
+naming the file and line or row, the record and the reason, and the job decides
+what to do with it.
 """
 
 from __future__ import annotations
@@ -35,8 +21,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import time
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import BinaryIO
 from urllib.parse import urlparse
@@ -45,182 +29,22 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadMaxFiles,
-    ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
-from persistent.runtime.progress import Backlog
+from persistent.sources.base import ARROW_BATCH_ROWS, MESSAGE_COLUMNS, Backlog, Source
 from persistent.storage.files_log import FilesLog, InputFileSystem, listing
 from persistent.storage.filesystems import JobStorage, cached_filesystem
 from state.fs import FileStatus
 
-__all__ = ["Source", "GeneratorSource", "FilesSource", "FILE_SPAN_MS"]
+__all__ = ["FilesSource", "FILE_SPAN_MS"]
 
 #: Event-time span of one text file: line n of file f is at f * FILE_SPAN_MS + n + 1.
 FILE_SPAN_MS = 1_000_000
 
-_MESSAGE_COLUMNS = ["key", "timestamp", "value"]
 #: Columns of the files source: a message, or a bad record (``persistent.core.badrecords``).
-_FILES_COLUMNS = [*_MESSAGE_COLUMNS, BAD_RECORD_COLUMN]
-#: Rows per Arrow record batch a reader yields.
-_ARROW_BATCH_ROWS = 65_536
-
-
-class Source(ABC):
-    """A time-replayable source of messages."""
-
-    #: Spark type (DDL) of the ``key`` column.
-    key_type = "string"
-    #: Spark type (DDL) of the ``value`` column.
-    value_type = "string"
-
-    @abstractmethod
-    def options(self, start_ms: int) -> dict[str, str]:
-        """Options of the Spark data source, starting at event time ``start_ms``."""
-
-    @property
-    @abstractmethod
-    def format(self) -> str:
-        """Name of the registered Python data source."""
-
-    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
-        """The streaming DataFrame of messages from event time ``start_ms`` on. ``job``
-        is the job directory, where a source keeps what it must remember across
-        restarts (the files source: the files it took)."""
-        spark.dataSource.register(self.data_source())
-        options = self.options(start_ms)
-        if job is not None:
-            options |= {"job_directory": job.root, "webhdfs_address": job.webhdfs_address or ""}
-        return spark.readStream.format(self.format).options(**options).load()
-
-    def data_source(self) -> type[DataSource]:
-        """The Python data source that reads this source."""
-        return _FORMATS[self.format]
-
-    def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
-        """Refuses, before a run of job directory ``job`` starts, input that it could not
-        read exactly. ``start_ms``: the event time the run rereads from (None: Spark's
-        checkpoint says where it goes on)."""
-
-    def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
-        """What an available-now run from event time ``start_ms`` (in job directory
-        ``job``) has to read, for its progress bar; None when the source cannot say (an
-        unbounded input)."""
-        return None
-
-
-# -- generator ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GeneratorSource(Source):
-    """Deterministic numbered messages; see the module docstring."""
-
-    keys: int = 10
-    total: int | None = None
-    rows_per_second: float | None = None
-    step_ms: int = 1
-    max_rows_per_batch: int = 100_000
-    key_type = "string"
-    value_type = "bigint"
-    format = "persistent_generator"
-
-    def __post_init__(self):
-        for name in ("keys", "step_ms", "max_rows_per_batch"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"generator source: {name} must be > 0, got {getattr(self, name)}")
-
-    def options(self, start_ms: int) -> dict[str, str]:
-        return {
-            "keys": str(self.keys),
-            "total": "" if self.total is None else str(self.total),
-            "rows_per_second": "" if self.rows_per_second is None else str(self.rows_per_second),
-            "step_ms": str(self.step_ms),
-            "max_rows_per_batch": str(self.max_rows_per_batch),
-            "start_ms": str(start_ms),
-        }
-
-    def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
-        if self.total is None or self.rows_per_second is not None:
-            return None
-        return Backlog("index", _first_index(start_ms, self.step_ms), self.total, "messages")
-
-
-def _first_index(start_ms: int, step_ms: int) -> int:
-    """The first generated message at or after ``start_ms``: rewinding is arithmetic."""
-    return max(0, -(-start_ms // step_ms) - 1)
-
-
-@dataclass(frozen=True)
-class _Range(InputPartition):
-    start: int
-    end: int
-
-
-class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: dict[str, str]):
-        self.keys = int(options["keys"])
-        self.total = int(options["total"]) if options.get("total") else None
-        self.rate = float(options["rows_per_second"]) if options.get("rows_per_second") else None
-        self.step_ms = int(options["step_ms"])
-        self.max_rows = int(options["max_rows_per_batch"])
-        self.first = _first_index(int(options.get("start_ms", "0")), self.step_ms)
-        self.started = time.monotonic()
-        self.target: int | None = None
-
-    def initialOffset(self) -> dict:
-        return {"index": self.first}
-
-    def _available(self) -> int:
-        end = self.total if self.total is not None else 2**62
-        if self.rate is not None:
-            end = min(end, self.first + int((time.monotonic() - self.started) * self.rate))
-        return end if self.target is None else min(end, self.target)
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._available()
-
-    def getDefaultReadLimit(self):
-        return ReadMaxRows(self.max_rows)
-
-    def latestOffset(self, start: dict, limit) -> dict:
-        end = self._available()
-        if not isinstance(limit, ReadAllAvailable):
-            end = min(end, start["index"] + limit.max_rows)
-        return {"index": max(end, start["index"])}
-
-    def partitions(self, start: dict, end: dict):
-        return [_Range(start["index"], end["index"])]
-
-    def read(self, partition: _Range):
-        import numpy as np
-        import pyarrow as pa
-
-        names = pa.array([f"k{k}" for k in range(self.keys)])
-        for low in range(partition.start, partition.end, _ARROW_BATCH_ROWS):
-            index = np.arange(low, min(low + _ARROW_BATCH_ROWS, partition.end), dtype=np.int64)
-            yield pa.RecordBatch.from_arrays(
-                [names.take(index % self.keys), (index + 1) * self.step_ms, index], names=_MESSAGE_COLUMNS
-            )
-
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _GeneratorDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return GeneratorSource.format
-
-    def schema(self) -> str:
-        return "key string, timestamp bigint, value bigint"
-
-    def streamReader(self, schema):
-        return _GeneratorReader(self.options)
-
-
-# -- files --------------------------------------------------------------------------
+_FILES_COLUMNS = [*MESSAGE_COLUMNS, BAD_RECORD_COLUMN]
 
 
 @dataclass(frozen=True)
@@ -242,6 +66,9 @@ class FilesSource(Source):
     key_type = "string"
     value_type = "string"
     format = "persistent_files"
+
+    def data_source(self) -> type[DataSource]:
+        return _FilesDataSource
 
     def __post_init__(self):
         if self.file_format not in ("text", "jsonl", "parquet"):
@@ -553,5 +380,3 @@ class _FilesDataSource(DataSource):
     def streamReader(self, schema):
         return _FilesReader(self.options)
 
-
-_FORMATS = {GeneratorSource.format: _GeneratorDataSource, FilesSource.format: _FilesDataSource}

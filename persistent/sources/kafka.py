@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from persistent.sources.files import Source
+from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage
 
 __all__ = ["KafkaSource", "KAFKA_PACKAGE"]

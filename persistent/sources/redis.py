@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from persistent.sources.files import _MESSAGE_COLUMNS, Source
+from persistent.sources.base import MESSAGE_COLUMNS, Source
 
 __all__ = ["RedisSource"]
 
@@ -166,7 +166,7 @@ class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if entries:
                     keys, times, values = zip(*(self._message(stream, i, fields) for i, fields in entries))
                     columns = [pa.array(keys, pa.string()), pa.array(times, pa.int64()), pa.array(values, pa.string())]
-                    yield pa.RecordBatch.from_arrays(columns, names=_MESSAGE_COLUMNS)
+                    yield pa.RecordBatch.from_arrays(columns, names=MESSAGE_COLUMNS)
                 if len(entries) < _PAGE:
                     break
                 cursor = "(" + entries[-1][0]

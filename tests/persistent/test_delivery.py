@@ -11,7 +11,7 @@ from persistent.runtime.delivery import Delivery, Effects, Position, plan, write
 from persistent.runtime.job import Job
 from persistent.sinks.base import BatchId, Sink
 from persistent.sinks.sqlite import SQLiteSink
-from persistent.sources.files import GeneratorSource
+from persistent.sources.generator import GeneratorSource
 from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from state import NonWindowState
 from state.fs import LocalFileSystem

@@ -6,7 +6,9 @@ import io
 
 import pytest
 
-from persistent.runtime.progress import Backlog, ProgressBar, Terminal
+from persistent.runtime.progress import ProgressBar, Terminal
+
+from persistent.sources.base import Backlog
 
 
 class TTY(io.StringIO):

@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
 from persistent.core.badrecords import BadRecord
-from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, GeneratorSource, _FilesReader, _GeneratorReader
+from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, _FilesReader
+from persistent.sources.generator import GeneratorSource, _GeneratorReader
 from persistent.storage.files_log import InputFileChangedError
 from persistent.storage.filesystems import JobStorage
 from state.errors import CorruptCheckpointError

@@ -1,0 +1,98 @@
+"""What every source is: a time-replayable source of messages on Spark's Python Data
+Source API.
+
+A source can start at any event time ``T`` (recovery path B rewinds it to the
+clock), reads deterministically between two offsets (so Spark's replay of a
+micro-batch sees the same messages), bounds what one micro-batch reads, and
+supports ``Trigger.AvailableNow``. Each produces raw messages with columns
+``key``, ``timestamp`` (ms) and ``value``; a job's ``prepare`` step may reshape them.
+A bounded source says how much an available-now run has to read (``Backlog``), for
+the run's progress bar.
+
+Event times start at 1 ms, not 0: the job's watermark starts at 1 ms (Spark's at 0),
+and a message before it is late. (Later, the job's watermark is at most the newest
+event time seen, so messages sharing the newest time are in order:
+``persistent.runtime.job``.)
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource
+
+from persistent.storage.filesystems import JobStorage
+
+__all__ = ["Source", "Backlog", "MESSAGE_COLUMNS", "ARROW_BATCH_ROWS"]
+
+#: The columns of the messages a source produces.
+MESSAGE_COLUMNS = ["key", "timestamp", "value"]
+#: Rows per Arrow record batch a reader yields.
+ARROW_BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What an available-now run reads from a bounded source: source positions from
+    ``begin`` up to ``end``, counted in ``unit``. A position is the integer at
+    ``field`` of the source's offset (the generator's ``{"index": n}``, the files
+    source's ``{"files": n}``)."""
+
+    field: str
+    begin: int
+    end: int
+    unit: str
+
+    def position(self, offset_json: str | None) -> int | None:
+        """The position in an offset as Spark reports it (JSON text), or None."""
+        try:
+            offset = json.loads(offset_json or "null")
+        except ValueError:
+            return None
+        position = offset.get(self.field) if isinstance(offset, dict) else None
+        return position if isinstance(position, int) else None
+
+
+class Source(ABC):
+    """A time-replayable source of messages."""
+
+    #: Spark type (DDL) of the ``key`` column.
+    key_type = "string"
+    #: Spark type (DDL) of the ``value`` column.
+    value_type = "string"
+
+    @abstractmethod
+    def options(self, start_ms: int) -> dict[str, str]:
+        """Options of the Spark data source, starting at event time ``start_ms``."""
+
+    @property
+    @abstractmethod
+    def format(self) -> str:
+        """Name of the registered Python data source."""
+
+    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
+        """The streaming DataFrame of messages from event time ``start_ms`` on. ``job``
+        is the job directory, where a source keeps what it must remember across
+        restarts (the files source: the files it took)."""
+        spark.dataSource.register(self.data_source())
+        options = self.options(start_ms)
+        if job is not None:
+            options |= {"job_directory": job.root, "webhdfs_address": job.webhdfs_address or ""}
+        return spark.readStream.format(self.format).options(**options).load()
+
+    def data_source(self) -> type[DataSource]:
+        """The Python data source that reads this source (for the default ``stream``)."""
+        raise NotImplementedError(f"{type(self).__name__} names no Python data source")
+
+    def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
+        """Refuses, before a run of job directory ``job`` starts, input that it could not
+        read exactly. ``start_ms``: the event time the run rereads from (None: Spark's
+        checkpoint says where it goes on)."""
+
+    def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
+        """What an available-now run from event time ``start_ms`` (in job directory
+        ``job``) has to read, for its progress bar; None when the source cannot say (an
+        unbounded input)."""
+        return None
