@@ -6,11 +6,13 @@ Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming
 import importlib
 
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
+from persistent.core.errors import PersistentError
 from persistent.core.task import Message, PersistentTask, TaskDefinitionError
 from persistent.runtime.keygroup import KeyGroup
 from persistent.storage.files_log import InputFileChangedError
 
 __all__ = [
+    "PersistentError",
     "PersistentTask",
     "Message",
     "TaskDefinitionError",

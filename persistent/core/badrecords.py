@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from persistent.core.errors import InputError
+
 __all__ = ["BadRecords", "LateRecords", "BadRecord", "BadRecordError", "DeadLetters", "BAD_RECORD_COLUMN",
            "late_messages"]
 
@@ -116,7 +118,7 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-class BadRecordError(ValueError):
+class BadRecordError(InputError):
     """A bad record in a job that fails on bad records (``BadRecords.FAIL``)."""
 
     def __init__(self, record: BadRecord, count: int = 1, where: str = ""):

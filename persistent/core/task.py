@@ -23,12 +23,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from persistent.core.errors import PersistentError
 from state.persistent_state import NonWindowState, PersistentState, WindowState
 
 __all__ = ["PersistentTask", "Message", "TaskDefinitionError"]
 
 
-class TaskDefinitionError(TypeError):
+class TaskDefinitionError(PersistentError, TypeError):
     """A task class or its state declaration is not usable."""
 
 

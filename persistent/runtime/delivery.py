@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 import json
 
+from persistent.core.errors import ConfigError, JobDirectoryError, RestartRefusedError
 from persistent.sinks.base import BatchId, Sink
 from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath
 
@@ -53,7 +54,7 @@ class Delivery(enum.Enum):
             return cls(value)
         except ValueError:
             choices = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"{where} must be one of {choices}, got {value!r}") from None
+            raise ConfigError(f"{where} must be one of {choices}, got {value!r}") from None
 
     @property
     def checkpoints(self) -> bool:
@@ -68,7 +69,7 @@ class Delivery(enum.Enum):
     def check_sink(self, sink: Sink) -> None:
         """Refuses a sink that cannot append, for the settings that append."""
         if self is not Delivery.EXACTLY_ONCE and type(sink).append is Sink.append:
-            raise ValueError(
+            raise ConfigError(
                 f"delivery {self.value!r} appends each micro-batch's effects, and {type(sink).__name__} "
                 f"has no append: use a sink that has one, or delivery 'exactly-once'"
             )
@@ -97,7 +98,7 @@ def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
     if recorded is None:
         fs.write_atomic(path, delivery.value.encode())
     elif recorded is not delivery:
-        raise ValueError(
+        raise RestartRefusedError(
             f"{directory.root} was written with delivery={recorded.value!r}, this job has "
             f"delivery={delivery.value!r}: run it with delivery={recorded.value!r}, or start a new "
             f"checkpoint directory (what each setting stores differs)"
@@ -120,7 +121,7 @@ class Position:
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{self.path} is corrupt ({exc}); delete it to start the sources from the beginning") from exc
+            raise JobDirectoryError(f"{self.path} is corrupt ({exc}); delete it to start the sources from the beginning") from exc
 
     def restart(self, key_groups: int) -> Recovery:
         """Starts a run with ``key_groups`` (state starts empty, so any number does):

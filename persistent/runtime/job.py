@@ -53,6 +53,7 @@ import pandas as pd
 from persistent.core.badrecords import (
     BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords, late_messages
 )
+from persistent.core.errors import ConfigError
 from persistent.core.faults import crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.delivery import Delivery, plan, write_effects
@@ -153,12 +154,12 @@ class Job:
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(f"Job: {name} must be > 0, got {getattr(self, name)}")
+                raise ConfigError(f"Job: {name} must be > 0, got {getattr(self, name)}")
         for name in ("watermark_delay_ms", "max_event_time_skew_ms"):
             if (getattr(self, name) or 0) < 0:
-                raise ValueError(f"Job: {name} must be >= 0, got {getattr(self, name)}")
+                raise ConfigError(f"Job: {name} must be >= 0, got {getattr(self, name)}")
         if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
-            raise ValueError(f"Job: metrics_port must be a TCP port, 1 to 65535, got {self.metrics_port}")
+            raise ConfigError(f"Job: metrics_port must be a TCP port, 1 to 65535, got {self.metrics_port}")
         self.bad_records = _choice(BadRecords, self.bad_records, "bad_records")
         self.late_records = _choice(LateRecords, self.late_records, "late_records")
         self.delivery = Delivery.of(self.delivery, "Job: delivery")
@@ -366,7 +367,7 @@ def _choice(kind: type[enum.Enum], value, name: str):
         return kind(value)
     except ValueError:
         choices = ", ".join(repr(m.value) for m in kind)
-        raise ValueError(f"Job: {name} must be one of {choices}, got {value!r}") from None
+        raise ConfigError(f"Job: {name} must be one of {choices}, got {value!r}") from None
 
 
 def _job_of(source, storage: JobStorage | None) -> dict:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from persistent.core.errors import RestartRefusedError
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from state.checkpoint_store import CheckpointStore
@@ -87,7 +88,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
     unfinished = pending(directory)
     if unfinished is not None:
         if key_groups not in (None, unfinished.to_groups):
-            raise ValueError(
+            raise RestartRefusedError(
                 f"a rescale of {directory.root} to {unfinished.to_groups} key groups is half done: start the job "
                 f"with key_groups={unfinished.to_groups} to finish it"
             )

@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.core.faults import crash_point
 
 __all__ = ["BatchId", "result_columns", "Sink", "TransactionalSink"]
@@ -84,7 +85,7 @@ class TransactionalSink(Sink):
     def __init__(self, database: str, table: str = "results", key_column: str = "key", value_column: str = "value"):
         for name in (table, key_column, value_column):
             if not name.isidentifier():
-                raise ValueError(f"{self.DATABASE} sink: {name!r} is not a valid table or column name")
+                raise ConfigError(f"{self.DATABASE} sink: {name!r} is not a valid table or column name")
         self.database, self.table, self.key_column, self.value_column = database, table, key_column, value_column
 
     @abstractmethod
@@ -122,7 +123,7 @@ class TransactionalSink(Sink):
             self._create_markers(db)
             db.execute(f"SELECT 1 FROM {self.MARKERS} WHERE sink = {self.PLACEHOLDER} LIMIT 1", (self.table,))
             if db.fetchone():
-                raise ValueError(
+                raise RestartRefusedError(
                     f"{self.DATABASE} sink {self.database}: table {self.table} holds results of an earlier run "
                     f"(rows with sink = '{self.table}' in {self.MARKERS}), and this job starts without a "
                     f"checkpoint, so its batch ids would be taken for replays and skipped: drop table "

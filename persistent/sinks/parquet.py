@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 
+from persistent.core.errors import RestartRefusedError
 from persistent.sinks.base import BatchId, Sink, result_columns
 from state.fs import local_path
 
@@ -31,7 +32,7 @@ class ParquetSink(Sink):
         from persistent.storage.hadoop_fs import HadoopFileSystem
 
         if HadoopFileSystem(spark, self.directory).list_names(self.directory):
-            raise ValueError(
+            raise RestartRefusedError(
                 f"Parquet sink: {self.directory} holds results of an earlier run, and this job starts "
                 f"without a checkpoint, so its batches would mix with them: empty it or write to another directory"
             )

@@ -33,6 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
+from persistent.core.errors import ConfigError, InputError
 from persistent.sources.base import ARROW_BATCH_ROWS, MESSAGE_COLUMNS, Backlog, Source
 from persistent.storage.files_log import FilesLog, InputFileSystem, listing
 from persistent.storage.filesystems import JobStorage, cached_filesystem
@@ -72,11 +73,11 @@ class FilesSource(Source):
 
     def __post_init__(self):
         if self.file_format not in ("text", "jsonl", "parquet"):
-            raise ValueError(
+            raise ConfigError(
                 f"files source: file_format must be 'text', 'jsonl' or 'parquet', got {self.file_format!r}"
             )
         if self.max_files_per_batch <= 0:
-            raise ValueError(f"files source: max_files_per_batch must be > 0, got {self.max_files_per_batch}")
+            raise ConfigError(f"files source: max_files_per_batch must be > 0, got {self.max_files_per_batch}")
 
     def options(self, start_ms: int) -> dict[str, str]:
         return {
@@ -268,7 +269,7 @@ def _text_messages(path: str, file: BinaryIO, base_ms: int):
     with _text(file, "replace") as lines:
         for number, line in enumerate(lines):
             if number >= FILE_SPAN_MS - 1:
-                raise ValueError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
+                raise InputError(f"files source: {path} has more than {FILE_SPAN_MS} lines")
             yield (path, base_ms + number + 1, line.rstrip("\n"))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
+from persistent.core.errors import ConfigError
 from persistent.sources.base import ARROW_BATCH_ROWS, MESSAGE_COLUMNS, Backlog, Source
 from persistent.storage.filesystems import JobStorage
 
@@ -37,7 +38,7 @@ class GeneratorSource(Source):
     def __post_init__(self):
         for name in ("keys", "step_ms", "max_rows_per_batch"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"generator source: {name} must be > 0, got {getattr(self, name)}")
+                raise ConfigError(f"generator source: {name} must be > 0, got {getattr(self, name)}")
 
     def options(self, start_ms: int) -> dict[str, str]:
         return {

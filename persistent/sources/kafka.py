@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from persistent.core.errors import ConfigError, SetupError
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage
 
@@ -61,12 +62,12 @@ class KafkaSource(Source):
 
     def __post_init__(self):
         if not self.bootstrap_servers or not self.topics:
-            raise ValueError("kafka source: bootstrap_servers and topics must not be empty")
+            raise ConfigError("kafka source: bootstrap_servers and topics must not be empty")
         if self.max_offsets_per_batch is not None and self.max_offsets_per_batch <= 0:
-            raise ValueError(f"kafka source: max_offsets_per_batch must be > 0, got {self.max_offsets_per_batch}")
+            raise ConfigError(f"kafka source: max_offsets_per_batch must be > 0, got {self.max_offsets_per_batch}")
         managed = sorted(set(self.kafka_options) & set(_MANAGED))
         if managed:
-            raise ValueError(f"kafka source: kafka_options may not set {', '.join(managed)}; the source sets them")
+            raise ConfigError(f"kafka source: kafka_options may not set {', '.join(managed)}; the source sets them")
 
     def options(self, start_ms: int) -> dict[str, str]:
         options = {"kafka.bootstrap.servers": self.bootstrap_servers, "subscribe": self.topics, **self.kafka_options}
@@ -88,7 +89,7 @@ class KafkaSource(Source):
         except AnalysisException as exc:
             if exc.getCondition() != "KAFKA_DATA_SOURCE_NOT_ENABLED":
                 raise
-            raise RuntimeError(
+            raise SetupError(
                 "kafka source: Spark's Kafka connector is not on the classpath; run with "
                 f"--packages {KAFKA_PACKAGE}:{spark.version}"
             ) from exc

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
+from persistent.core.errors import ConfigError, InputError
 from persistent.sources.base import MESSAGE_COLUMNS, Source
 
 __all__ = ["RedisSource"]
@@ -53,10 +54,10 @@ class RedisSource(Source):
     def __post_init__(self):
         streams = (self.streams,) if isinstance(self.streams, str) else tuple(self.streams)
         if not streams or len(set(streams)) != len(streams):
-            raise ValueError(f"redis source: streams must be distinct stream names, got {self.streams!r}")
+            raise ConfigError(f"redis source: streams must be distinct stream names, got {self.streams!r}")
         object.__setattr__(self, "streams", streams)
         if self.max_entries_per_batch <= 0:
-            raise ValueError(f"redis source: max_entries_per_batch must be > 0, got {self.max_entries_per_batch}")
+            raise ConfigError(f"redis source: max_entries_per_batch must be > 0, got {self.max_entries_per_batch}")
 
     def options(self, start_ms: int) -> dict[str, str]:
         return {
@@ -176,7 +177,7 @@ class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             return fields[self.key_field], _parse(entry_id)[0], fields[self.value_field]
         except KeyError as missing:
-            raise ValueError(
+            raise InputError(
                 f"redis source: entry {entry_id} of stream {stream!r} has no field {missing.args[0]!r} "
                 f"(its fields: {', '.join(sorted(fields))})"
             ) from None
@@ -185,12 +186,12 @@ class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _check_intact(client, partition: _StreamRange) -> None:
         stream, span = partition.stream, f"[{partition.start}, {partition.end})"
         if not client.exists(stream):
-            raise ValueError(f"redis source: stream {stream!r} was deleted while this micro-batch reads {span} of it")
+            raise InputError(f"redis source: stream {stream!r} was deleted while this micro-batch reads {span} of it")
         # Redis 7 records the largest id that XDEL removed (not what trimming removed);
         # 0-0, which no entry can have, when it removed none.
         deleted = client.xinfo_stream(stream).get("max-deleted-entry-id", "0-0")
         if deleted != "0-0" and _parse(partition.start) <= _parse(deleted) < _parse(partition.end):
-            raise ValueError(
+            raise InputError(
                 f"redis source: entries of stream {stream!r} in this micro-batch's range {span} were "
                 f"deleted (up to {deleted}); delete only entries before the job's clock"
             )

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from persistent.core.errors import ConfigError
 from state.fs import FileStatus, FileSystem, storage_error
 
 __all__ = ["ArrowFileSystem", "SCHEMES"]
@@ -37,7 +38,7 @@ class ArrowFileSystem(FileSystem):
     def __init__(self, uri: str):
         parsed = urlparse(uri)
         if parsed.scheme not in SCHEMES or not parsed.netloc:
-            raise ValueError(f"{uri!r} is not an s3://, s3a://, gs:// or gcs:// URI naming a bucket")
+            raise ConfigError(f"{uri!r} is not an s3://, s3a://, gs:// or gcs:// URI naming a bucket")
         self.scheme, self.bucket = parsed.scheme, parsed.netloc
         self.arrow, _ = pafs.FileSystem.from_uri(f"{SCHEMES[parsed.scheme]}://{parsed.netloc}")
 
@@ -47,7 +48,7 @@ class ArrowFileSystem(FileSystem):
     def _path(self, uri: str) -> str:
         parsed = urlparse(uri)
         if parsed.scheme != self.scheme or parsed.netloc != self.bucket:
-            raise ValueError(f"{uri!r} is not in {self.scheme}://{self.bucket}")
+            raise ConfigError(f"{uri!r} is not in {self.scheme}://{self.bucket}")
         return f"{self.bucket}/{parsed.path.strip('/')}".rstrip("/")
 
     @contextlib.contextmanager

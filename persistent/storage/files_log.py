@@ -26,13 +26,14 @@ import posixpath
 from datetime import datetime, timezone
 from typing import BinaryIO, Protocol
 
+from persistent.core.errors import InputError
 from state.errors import CorruptCheckpointError
 from state.fs import FileStatus, FileSystem
 
 __all__ = ["InputFileSystem", "FilesLog", "InputFileChangedError", "listing"]
 
 
-class InputFileChangedError(ValueError):
+class InputFileChangedError(InputError):
     """A file the files source took has changed, or is gone when a replay needs it."""
 
     def __init__(self, path: str, message: str):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from persistent.core.errors import ConfigError
 from persistent.storage.arrow_fs import ArrowFileSystem
 from persistent.storage.arrow_fs import SCHEMES as ARROW_SCHEMES
 from persistent.storage.job_directory import JobDirectory
@@ -28,7 +29,7 @@ from state.fs import FileSystem, LocalFileSystem
 __all__ = ["UnsupportedFileSystemError", "filesystem_for", "cached_filesystem", "JobStorage"]
 
 
-class UnsupportedFileSystemError(ValueError):
+class UnsupportedFileSystemError(ConfigError):
     """A URI whose scheme no file system here serves."""
 
 

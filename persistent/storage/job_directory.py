@@ -40,6 +40,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 
+from persistent.core.errors import RestartRefusedError
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockRecord, ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
@@ -302,7 +303,7 @@ class JobDirectory:
         if description is not None:
             description = json.loads(json.dumps(description))  # as recorded: tuples become lists
         if description is not None and recorded_state not in (None, description):
-            raise ValueError(
+            raise RestartRefusedError(
                 f"{self.root} holds the state of a job with {describe_state(recorded_state)}; this job has "
                 f"{describe_state(description)}. Restart it with the recorded settings, or give it a new "
                 f"checkpoint directory (and a new output) to start over"
@@ -311,7 +312,7 @@ class JobDirectory:
 
         recorded = current["key_groups"] if current else None
         if key_groups is not None and recorded not in (None, key_groups):
-            raise ValueError(
+            raise RestartRefusedError(
                 f"{self.root} was written with key_groups={recorded}, this job has "
                 f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups); to "
                 f"change the number, delete {self.spark} and start the job with key_groups={key_groups}: it "
@@ -325,10 +326,10 @@ class JobDirectory:
             recorded = self._clock_key_groups(record, key_groups)
         key_groups = key_groups or recorded or default_key_groups
         if key_groups is None:
-            raise ValueError(f"{self.root} records no number of key groups: give the job's key_groups")
+            raise RestartRefusedError(f"{self.root} records no number of key groups: give the job's key_groups")
         recorded_generation = current["generation"] if current else 0
         if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
-            raise ValueError(
+            raise RestartRefusedError(
                 f"the sink holds results of generation {sink_generation}, but {self.root} records generation "
                 f"{recorded_generation}{'' if current else ' (its generation file is missing)'}: which generation "
                 f"{self.spark} belongs to cannot be told. Delete {self.spark} to restart from the clock, in a "
@@ -355,7 +356,7 @@ class JobDirectory:
         key group. An explicit ``key_groups`` must equal it."""
         named = max(map(task_index, record.task_clocks)) + 1
         if key_groups not in (None, named):
-            raise ValueError(
+            raise RestartRefusedError(
                 f"{self.root} has no generation file, and its clock names {named} key groups (tasks "
                 f"{task_name(0)} to {task_name(named - 1)}); this job has key_groups={key_groups}: run it with "
                 f"key_groups={named} (or without key_groups). To change the number, start it once that way, "

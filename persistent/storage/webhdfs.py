@@ -29,6 +29,7 @@ from urllib.parse import urlparse
 from hdfs import InsecureClient
 from hdfs.util import HdfsError
 
+from persistent.core.errors import ConfigError
 from state.fs import TEMP_PREFIX, FileStatus, FileSystem
 
 __all__ = ["WebHdfsFileSystem", "DEFAULT_PORT", "SCHEMES"]
@@ -47,7 +48,7 @@ class WebHdfsFileSystem(FileSystem):
     def __init__(self, uri: str, user: str | None = None, timeout_s: float = 60, http_address: str | None = None):
         parsed = urlparse(uri)
         if parsed.scheme not in SCHEMES or not parsed.hostname:
-            raise ValueError(f"{uri!r} is not a webhdfs://NAMENODE[:PORT]/PATH or hdfs://NAMENODE[:PORT]/PATH URI")
+            raise ConfigError(f"{uri!r} is not a webhdfs://NAMENODE[:PORT]/PATH or hdfs://NAMENODE[:PORT]/PATH URI")
         self.scheme, self.authority = parsed.scheme, parsed.netloc
         if http_address:
             self.url = http_address.rstrip("/")
@@ -63,7 +64,7 @@ class WebHdfsFileSystem(FileSystem):
     def _path(self, uri: str) -> str:
         parsed = urlparse(uri)
         if parsed.scheme != self.scheme or parsed.netloc != self.authority:
-            raise ValueError(f"{uri!r} is not on {self.scheme}://{self.authority}")
+            raise ConfigError(f"{uri!r} is not on {self.scheme}://{self.authority}")
         return parsed.path or "/"
 
     @contextlib.contextmanager

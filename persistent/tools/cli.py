@@ -21,6 +21,7 @@ import sys
 import time
 from typing import NoReturn
 
+from persistent.core.errors import PersistentError
 from persistent.storage.job_directory import BatchProgress, JobDirectory
 from persistent.tools.environment import EnvironmentProblem, check_java
 from persistent.tools.inspection import (
@@ -44,7 +45,7 @@ _DIR_HELP = "the job's checkpoint directory: a local path, file:// or webhdfs://
 _SUBMIT_SWITCHES = {"-h", "--help", "-v", "--verbose", "--version", "--supervise", "--usage-error"}
 
 
-class UsageError(Exception):
+class UsageError(PersistentError):
     """The command line is wrong; exit status 2."""
 
 

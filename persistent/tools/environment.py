@@ -13,6 +13,11 @@ import shutil
 import subprocess
 import sys
 
+try:
+    from persistent.core.errors import SetupError
+except ImportError:  # run as a script by make, before the project is installed
+    SetupError = RuntimeError
+
 __all__ = ["EnvironmentProblem", "check_python", "check_java", "check_dependencies", "main"]
 
 MIN_PYTHON = (3, 11)
@@ -27,7 +32,7 @@ DEPENDENCIES = {
 }
 
 
-class EnvironmentProblem(RuntimeError):
+class EnvironmentProblem(SetupError):
     """Something the machine lacks; the message says what to install."""
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
 
+from persistent.core.errors import JobDirectoryError
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
 from persistent.storage.job_directory import BatchProgress, JobDirectory
 from state.checkpoint_store import CheckpointStore, describe_times
@@ -40,10 +41,6 @@ __all__ = [
 
 _PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
 _LAYOUT = ("spark", "checkpoints", "clock", "generation", "progress")
-
-
-class JobDirectoryError(Exception):
-    """A job directory or a file in it cannot be used; the message says which and why."""
 
 
 def open_job(uri: str) -> JobDirectory:

@@ -1,0 +1,27 @@
+"""Every error of ``persistent`` is a ``PersistentError`` and the builtin callers catch."""
+
+import pytest
+
+from persistent import BadRecordError, InputFileChangedError, PersistentError, TaskDefinitionError
+from persistent.core.errors import ConfigError, InputError, JobDirectoryError, RestartRefusedError, SetupError
+from persistent.sources.generator import GeneratorSource
+from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
+from persistent.tools.cli import UsageError
+from persistent.tools.environment import EnvironmentProblem
+
+
+@pytest.mark.parametrize("error, builtin", [
+    (ConfigError, ValueError), (RestartRefusedError, ValueError), (JobDirectoryError, ValueError),
+    (InputError, ValueError), (BadRecordError, ValueError), (InputFileChangedError, ValueError),
+    (UnsupportedFileSystemError, ValueError), (TaskDefinitionError, TypeError), (SetupError, RuntimeError),
+    (EnvironmentProblem, RuntimeError), (UsageError, Exception),
+])
+def test_each_error_has_the_root_and_its_builtin(error, builtin):
+    assert issubclass(error, PersistentError) and issubclass(error, builtin)
+
+
+def test_a_bad_setting_is_a_config_error():
+    with pytest.raises(ConfigError, match="keys must be > 0"):
+        GeneratorSource(keys=0)
+    with pytest.raises(ConfigError):
+        filesystem_for("ftp://host/job")
