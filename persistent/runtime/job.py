@@ -14,8 +14,9 @@ Per micro-batch, inside Spark:
    watermark passed its next checkpoint boundary: idle groups checkpoint too) applies
    its messages, emits results, and, when the watermark has passed a boundary ``T``,
    writes its checkpoint at ``T`` itself, on the executor, to the job directory
-   (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``;
-   its whole state goes to Spark's state store;
+   (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``
+   and its counts through a Spark accumulator (``persistent.runtime.reports``); its
+   whole state goes to Spark's state store;
 2. on the driver (``foreachBatch``): the results go to the sink (idempotent per
    batch); then, once every key group known to the clock has reported its checkpoint
    at ``T``, the global minimum checkpoint clock advances to the minimum of the tasks'
@@ -39,6 +40,7 @@ for what changes with at-least-once and at-most-once delivery.
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import enum
 import sys
@@ -61,6 +63,7 @@ from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import KeyGroup
 from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
+from persistent.runtime.reports import GroupReport, Reports
 from persistent.runtime.rescale import rescale_if_asked
 from persistent.sinks.base import BatchId, Sink
 from persistent.sources.base import Source
@@ -76,7 +79,7 @@ from state.fs import FileSystem
 from state.persistent_state import WindowState
 from state.table import describe
 
-__all__ = ["Job", "RunningJob", "BatchProgress", "REPORT_COLUMNS", "group_reports"]
+__all__ = ["Job", "RunningJob", "BatchProgress"]
 
 #: How often ``Job.run`` looks at the query's progress for its progress bar.
 _PROGRESS_POLL_SECONDS = 0.5
@@ -86,6 +89,8 @@ _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
 #: ``Job.key_groups``: enough to even out uneven groups, few enough that a group's
 #: fixed cost per micro-batch stays small.
 KEY_GROUPS_PER_CORE = 4
+#: Rows per Arrow batch between the JVM and the key groups' Python workers.
+ARROW_BATCH_ROWS = 100_000
 #: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
 
@@ -216,8 +221,9 @@ class Job:
             self.sink.check_fresh_start(spark)
         if isinstance(self.source, Source):
             self.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
-        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage)
-        committer = _Committer(self, directory, recovery, spark, metrics)
+        reports = spark.sparkContext.accumulator({}, Reports())
+        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage, reports)
+        committer = _Committer(self, directory, recovery, spark, metrics, reports)
         writer = results.writeStream.queryName(committer.query_name).foreachBatch(committer)
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
@@ -225,13 +231,19 @@ class Job:
         elif trigger_ms:
             writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
         # A query takes the session's settings when it starts (and keeps its number of
-        # state partitions in its checkpoint): one shuffle partition per core.
-        setting, previous = "spark.sql.shuffle.partitions", spark.conf.get("spark.sql.shuffle.partitions")
-        spark.conf.set(setting, str(min(recovery.key_groups, cores)))
+        # state partitions in its checkpoint): one shuffle partition per core, and Arrow
+        # batches that hold a key group's messages in one chunk, not ten thousand rows at a
+        # time (Spark hands a group's state to Python again with each chunk).
+        settings = {"spark.sql.shuffle.partitions": str(min(recovery.key_groups, cores)),
+                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS)}
+        previous = {name: spark.conf.get(name) for name in settings}
+        for name, value in settings.items():
+            spark.conf.set(name, value)
         try:
             query = writer.start()
         finally:
-            spark.conf.set(setting, previous)
+            for name, value in previous.items():
+                spark.conf.set(name, value)
         return RunningJob(query, recovery, directory, metrics)
 
     def _filesystem(self, spark) -> FileSystem:
@@ -307,19 +319,17 @@ class Job:
             )))
         return millis, check
 
-    def _stateful(self, messages, recovery: Recovery, storage: JobStorage):
+    def _stateful(self, messages, recovery: Recovery, storage: JobStorage, reports):
+        """The key groups' rows: results, and dead letters (``bad_record`` not null); each
+        group adds its ``GroupReport`` to the accumulator ``reports``."""
         from pyspark.sql import functions as F
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         key_type = messages.schema["key"].dataType.simpleString()
         monoid = self.spec.monoid
         value_type = "string" if monoid.json_results else _NUMPY_TO_SPARK[monoid.result_dtype.kind]
-        output = (
-            f"kind string, grp int, time_ms bigint, key {key_type}, window_end bigint, value {value_type}, "
-            "checkpoint_bytes bigint, checkpoint_crc bigint, checkpoint_seconds double, applied bigint, late bigint, "
-            f"replayed bigint, watermark_ms bigint, state_bytes bigint, {BAD_RECORD_COLUMN} string, "
-            "bad_records bigint, late_records bigint, results bigint, max_time_ms bigint"
-        )
+        output = (f"key {key_type}, window_start bigint, window_end bigint, value {value_type}, "
+                  f"{BAD_RECORD_COLUMN} string")
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
         rows = (
@@ -354,10 +364,10 @@ class Job:
         ).groupBy("grp")
         function = _group_function(
             self.task, self.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
-            self.late_records, self.delivery.carries_state(self.windowed), storage,
+            self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
         )
         return grouped.applyInPandasWithState(
-            function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
+            function, output, "table string", "Update", GroupStateTimeout.EventTimeTimeout
         )
 
 
@@ -406,13 +416,14 @@ def _group_function(
     late_records: LateRecords,
     carries: bool,
     storage: JobStorage,
+    reports,
 ):
     floor_ms, restored = recovery.floor_ms, recovery.restored
 
     def run_group(key, frames, state):
         grp = int(key[0])
         if state.exists and carries:
-            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
+            group = KeyGroup.decode(task, interval_ms, floor_ms, _from_state(state.get[0]))
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
@@ -420,20 +431,20 @@ def _group_function(
             group = KeyGroup(task, interval_ms, floor_ms)
         applied = replayed = late = 0
         max_time_ms = -1
-        bad: list[BadRecord] = []
+        bad: list[str] = []
         late_output: list[str] = []
         watermark_ms = max(_watermark_ms(state), floor_ms)
-        parts = [_without_heartbeats(frame) for frame in frames]
-        messages = _in_order(pd.concat(parts, ignore_index=True)) if parts else None
-        if messages is not None and len(messages):
+        messages = _messages_of(frames)
+        if len(messages):
             max_time_ms = _newest_ms(messages)
             try:
                 outcome = group.apply(messages, mode, watermark_ms)
-                applied, replayed, late, bad = outcome.applied, outcome.replayed, outcome.late_count, outcome.bad
+                applied, replayed, late = outcome.applied, outcome.replayed, outcome.late_count
+                bad = [record.json() for record in outcome.bad]
                 if late_records is LateRecords.OUTPUT:
                     late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
             except BadRecordError as exc:
-                bad = [exc.record]  # the group is as before; the driver fails the micro-batch
+                bad = [exc.record.json()]  # the group is as before; the driver fails the micro-batch
         results, checkpoint = group.advance(watermark_ms, checkpoints)
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:
@@ -441,29 +452,24 @@ def _group_function(
             written = _persist(storage.directory(), grp, *checkpoint)
             writing_s = time.monotonic() - began
             crash_point("checkpoints")
-        encoded = b""
+        encoded = ""
         if carries:
-            encoded = group.encode()
+            encoded = _to_state(group.encode())
             state.update((encoded,))
             crash_point("group")
             # Wake this group when the watermark reaches its next boundary, even with no input.
             # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
             state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))
-        values = results["value"].to_numpy()
-        if group.monoid.json_results:
-            values = np.array([group.monoid.present_json(v) for v in values.tolist()], dtype=object)
-        yield _output(grp, values.dtype, [
-            ("result", len(results), {"time_ms": results["window_start"], "key": results["key"],
-                                      "window_end": results["window_end"], "value": values}),
-            ("group", 1, {"time_ms": [checkpoint[0] if checkpoint else -1], "checkpoint_bytes": [written.size],
-                          "checkpoint_crc": [written.crc], "checkpoint_seconds": [writing_s],
-                          "applied": [applied], "late": [late], "replayed": [replayed],
-                          "watermark_ms": [watermark_ms], "state_bytes": [len(encoded)],
-                          "bad_records": [len(bad)], "late_records": [len(late_output)],
-                          "results": [len(results)], "max_time_ms": [max_time_ms]}),
-            ("bad", len(bad), {BAD_RECORD_COLUMN: [b.json() for b in bad]}),
-            ("late", len(late_output), {BAD_RECORD_COLUMN: late_output}),
-        ])
+        reports.add({grp: GroupReport(
+            grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
+            watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
+            bad_records=len(bad), first_bad=min(bad, default=None), late_records=len(late_output),
+            checkpoint_ms=checkpoint[0] if checkpoint else None, checkpoint_bytes=written.size,
+            checkpoint_crc=written.crc, checkpoint_seconds=writing_s,
+        )})
+        # A job that fails on bad records needs only the report's first one.
+        dead_letters = (bad if mode is BadRecords.DEAD_LETTER else []) + late_output
+        yield _output(results, group.monoid, dead_letters)
 
     return run_group
 
@@ -492,6 +498,26 @@ def _watermark_ms(state) -> int:
     job's delay and 1 ms; the job's is 1 ms later, so a message at the newest event
     time seen is in order."""
     return state.getCurrentWatermarkMs() + 1
+
+
+#: What a key group reads of Spark's rows: the message, its bad-record mark and the
+#: source partition it was read in (not ``grp``, the group's key, nor the null ``event_time``).
+_INPUT_COLUMNS = ("key", "timestamp", "value", BAD_RECORD_COLUMN, "part")
+
+
+def _messages_of(frames) -> pd.DataFrame:
+    """The group's messages from Spark's chunks of rows, without heartbeats, in order.
+
+    Joined column by column: ``pd.concat`` of the chunks would first scan their
+    all-null columns for a common type, a sixth of a group's Python time."""
+    chunks = [_without_heartbeats(frame) for frame in frames]
+    if not chunks:
+        return pd.DataFrame({name: np.empty(0, dtype=object) for name in _INPUT_COLUMNS})
+    columns = {name: [chunk[name].to_numpy() for chunk in chunks] for name in _INPUT_COLUMNS}
+    return _in_order(pd.DataFrame(
+        {name: parts[0] if len(parts) == 1 else np.concatenate(parts) for name, parts in columns.items()},
+        copy=False,
+    ))
 
 
 def _in_order(messages: pd.DataFrame) -> pd.DataFrame:
@@ -528,52 +554,46 @@ def _newest_ms(frame: pd.DataFrame) -> int:
     return int(times.max()) if len(times) else -1
 
 
-#: Columns of the stateful function's rows after ``kind`` and ``grp``, and their value
-#: in rows of a kind that does not use them.
-_OUTPUT_DEFAULTS = {
-    "time_ms": -1, "key": None, "window_end": -1, "value": None, "checkpoint_bytes": 0, "checkpoint_crc": 0,
-    "checkpoint_seconds": 0.0, "applied": 0, "late": 0, "replayed": 0, "watermark_ms": 0, "state_bytes": 0,
-    BAD_RECORD_COLUMN: None, "bad_records": 0, "late_records": 0, "results": 0, "max_time_ms": -1,
-}
-
-
-def _output(grp: int, value_dtype: np.dtype, parts: list[tuple[str, int, dict]]) -> pd.DataFrame:
-    """The rows of one group: ``(kind, count, columns)`` per kind, other columns at their
-    default. Built from numpy columns: the result rows are most of them. Rows without a
-    value (no result) hold a zero of the results' ``value_dtype``, which keeps a numeric
-    column numeric; the driver reads values of result rows only."""
-    defaults = {**_OUTPUT_DEFAULTS, "value": np.zeros(1, dtype=value_dtype)[0] if value_dtype.kind != "O" else None}
-    rows = sum(count for _, count, _ in parts)
-    columns = {"kind": np.concatenate([np.full(count, kind, dtype=object) for kind, count, _ in parts]),
-               "grp": np.full(rows, grp, dtype=np.int32)}
-    for name, default in defaults.items():
-        dtype = object if default is None else None
-        columns[name] = np.concatenate([
-            np.asarray(given[name]) if name in given else np.full(count, default, dtype=dtype)
-            for _, count, given in parts
-        ])
+def _output(results: pd.DataFrame, monoid, dead_letters: list[str]) -> pd.DataFrame:
+    """A group's rows: its results (``bad_record`` null), then its dead letters
+    (``BadRecord`` JSON), whose value is a zero of the results' type, which keeps a
+    numeric column numeric. Built from numpy columns."""
+    values = results["value"].to_numpy()
+    if monoid.json_results:
+        values = np.array([monoid.present_json(v) for v in values.tolist()], dtype=object)
+    columns = {"key": results["key"].to_numpy(), "window_start": results["window_start"].to_numpy(),
+               "window_end": results["window_end"].to_numpy(), "value": values,
+               BAD_RECORD_COLUMN: np.full(len(results), None, dtype=object)}
+    if dead_letters:
+        count = len(dead_letters)
+        value = None if values.dtype.kind == "O" else np.zeros(1, dtype=values.dtype)[0]
+        more = {"key": np.full(count, None, dtype=object), "window_start": np.full(count, -1),
+                "window_end": np.full(count, -1), "value": np.full(count, value, dtype=values.dtype),
+                BAD_RECORD_COLUMN: np.array(dead_letters, dtype=object)}
+        columns = {name: np.concatenate([column, more[name]]) for name, column in columns.items()}
     return pd.DataFrame(columns, copy=False)
 
 
-#: What the driver collects of each key group per micro-batch: numbers, never state.
-REPORT_COLUMNS = ("grp", "time_ms", "checkpoint_bytes", "checkpoint_crc", "checkpoint_seconds", "applied", "late",
-                  "replayed", "watermark_ms", "state_bytes", "bad_records", "late_records",
-                  "results", "max_time_ms")
+def _to_state(data: bytes) -> str:
+    """A group's state as Spark's state store keeps it: base64 text. Spark hands a
+    binary state to Python through a pickler that copies it into a Java string one
+    byte at a time; ASCII text goes through in bulk (a third larger)."""
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def group_reports(frame):
-    """The key groups' reports among the stateful function's rows: one per group that ran."""
-    from pyspark.sql import functions as F
-
-    return frame.where(F.col("kind") == "group").select(*REPORT_COLUMNS)
+def _from_state(text: str) -> bytes:
+    return binascii.a2b_base64(text)
 
 
 class _Committer:
     """``foreachBatch``: bad records, sink, then (the key groups' checkpoints being
     durable) the clock."""
 
-    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery, spark, metrics: JobMetrics | None):
+    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery, spark, metrics: JobMetrics | None,
+                 reports):
         self.job, self.directory, self.recovery, self.spark, self.metrics = job, directory, recovery, spark, metrics
+        #: The accumulator the key groups add their ``GroupReport`` to.
+        self.reports = reports
         self.query_name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
 
     def __call__(self, frame, batch_id: int) -> None:
@@ -591,23 +611,23 @@ class _Committer:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
+        self.reports.value = {}
         frame.persist()
         try:
-            # The first action computes the micro-batch, into the cache; the sink reads it there.
-            reports = group_reports(frame).collect()
+            # The first action computes the micro-batch, into the cache, and the key groups'
+            # reports; the dead letters and the sink read the cache.
+            frame.count()
+            reports = list(self.reports.value.values())
             computed = time.monotonic()
             crash_point("batch")
             batch = BatchId(self.recovery.generation, batch_id)
-            results = frame.where(F.col("kind") == "result").select(
-                "key", F.col("time_ms").alias("window_start"), "window_end", "value"
-            )
-            dead_letters = self._dead_letters(frame, batch, sum(r.bad_records for r in reports),
-                                              sum(r.late_records for r in reports))
+            dead_letters = self._dead_letters(frame, batch, reports)
+            results = frame.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN)
             next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
             write_effects(self.job.delivery, self.directory, self.job.sink, results, batch, self.job.windowed, next_ms)
         finally:
             frame.unpersist()
-        checkpoints = {row.grp: row.time_ms for row in reports if row.time_ms >= 0}
+        checkpoints = {r.grp: r.checkpoint_ms for r in reports if r.checkpoint_ms is not None}
         crash_point("clock")
         clock_ms = self._advance_clock(checkpoints, batch) if self.job.checkpoints else None
         if checkpoints:
@@ -628,7 +648,7 @@ class _Committer:
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
             checkpoint_bytes=sum(r.checkpoint_bytes for r in reports),
-            checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.time_ms >= 0},
+            checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.checkpoint_ms is not None},
             checkpoint_seconds=sum(r.checkpoint_seconds for r in reports),
             commit_seconds=finished - computed,
         )
@@ -639,19 +659,20 @@ class _Committer:
             self.job.on_progress(progress)
         crash_point("committed")
 
-    def _dead_letters(self, frame, batch: BatchId, bad: int, late: int) -> int:
+    def _dead_letters(self, frame, batch: BatchId, reports: list[GroupReport]) -> int:
         """Fails the micro-batch on its bad records, or writes them to the dead-letter
-        output with the ``late`` records the key groups output (before the sink and the
+        output with the late records the key groups output (before the sink and the
         clock: a replay writes them again); returns how many were written."""
         from pyspark.sql import functions as F
 
+        bad, late = sum(r.bad_records for r in reports), sum(r.late_records for r in reports)
         if bad and self.job.bad_records is BadRecords.FAIL:
-            records = frame.where(F.col("kind") == "bad").select(BAD_RECORD_COLUMN)
-            first = records.orderBy(BAD_RECORD_COLUMN).first()[0]
+            first = min(r.first_bad for r in reports if r.first_bad is not None)
             self.directory.record_failed_batch(batch.generation, batch.batch)
             raise BadRecordError(BadRecord.from_json(first), bad, f"micro-batch {batch.generation}.{batch.batch}")
         if bad or late:
-            self.job.dead_letters.write(frame.where(F.col("kind").isin("bad", "late")).select(BAD_RECORD_COLUMN), batch)
+            self.job.dead_letters.write(frame.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(BAD_RECORD_COLUMN),
+                                        batch)
         return bad + late
 
     def _advance_clock(self, checkpoints: dict[int, int], batch: BatchId) -> int | None:

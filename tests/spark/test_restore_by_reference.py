@@ -150,15 +150,18 @@ def test_a_checkpoint_of_an_attempt_killed_with_its_executor_is_rewritten_by_the
 
 
 def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
-    from pyspark.sql.types import BinaryType, DoubleType, IntegerType, LongType
+    from dataclasses import fields
 
-    from persistent.runtime.job import REPORT_COLUMNS, group_reports
+    from pyspark.sql.types import BinaryType
+
+    from persistent.runtime.reports import GroupReport, Reports
     from persistent.storage.filesystems import JobStorage
 
     job = count_job(tmp_path, "schema", 10)
     recovery = job.run(spark).recovery
-    frame = job._stateful(job._messages(spark, recovery.floor_ms), recovery, JobStorage(job.checkpoint_dir, None))
-    reported = group_reports(frame).schema
-    assert tuple(reported.names) == REPORT_COLUMNS
-    assert all(isinstance(f.dataType, (IntegerType, LongType, DoubleType)) for f in reported)
+    reports = spark.sparkContext.accumulator({}, Reports())
+    frame = job._stateful(job._messages(spark, recovery.floor_ms), recovery, JobStorage(job.checkpoint_dir, None),
+                          reports)
+    assert frame.schema.names == ["key", "window_start", "window_end", "value", "bad_record"]
     assert not any(isinstance(f.dataType, BinaryType) for f in frame.schema)
+    assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None", "str | None"}

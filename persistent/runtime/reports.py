@@ -1,0 +1,64 @@
+"""What a key group tells the driver about one micro-batch: a ``GroupReport``.
+
+The reports travel beside the results, not among them: each key group adds its
+report to a Spark accumulator (``Reports``), which Spark merges on the driver from
+the tasks that succeeded. The stateful function's rows are then the results and the
+dead letters only, and the driver reads the reports without a Spark job of their
+own. A report holds numbers and at most one bad record, never state.
+
+A task that Spark runs again (a lost executor's shuffle output recomputed) reports
+its groups again; a micro-batch is deterministic, so the later report of a group
+replaces the earlier one and says the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GroupReport", "Reports"]
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """One key group's micro-batch."""
+
+    grp: int
+    #: Messages applied to the state.
+    applied: int
+    #: Messages not applied for being late, and updates the table refused as late.
+    late: int
+    #: Messages before the restore point, dropped as already inside the restored state.
+    replayed: int
+    #: Results emitted (rows of the stateful function without a bad-record mark).
+    results: int
+    #: The watermark the group ran with (ms).
+    watermark_ms: int
+    #: The newest event time of the group's messages, -1 without any.
+    max_time_ms: int
+    #: Bytes of the group's state in Spark's state store (0 when it carries none).
+    state_bytes: int
+    #: Bad records among the group's messages.
+    bad_records: int = 0
+    #: The smallest of their ``BadRecord`` JSON texts, so a job that fails on bad
+    #: records names the same one however the groups ran.
+    first_bad: str | None = None
+    #: Late messages the group wrote out as dead letters (``late_records="output"``).
+    late_records: int = 0
+    #: The checkpoint the group wrote: its time (ms), size and CRC32; None without one.
+    checkpoint_ms: int | None = None
+    checkpoint_bytes: int = 0
+    checkpoint_crc: int = 0
+    #: Seconds the group spent writing its checkpoint file.
+    checkpoint_seconds: float = 0.0
+
+
+class Reports:
+    """The accumulator's algebra (``pyspark.AccumulatorParam``): dicts of reports by
+    key group, merged by key group."""
+
+    def zero(self, _value: dict[int, GroupReport]) -> dict[int, GroupReport]:
+        return {}
+
+    def addInPlace(self, into: dict[int, GroupReport], more: dict[int, GroupReport]) -> dict[int, GroupReport]:  # noqa: N802
+        into.update(more)
+        return into
