@@ -113,11 +113,11 @@ class SparkRuns:
 
     # -- native Spark ------------------------------------------------------------------
 
-    def native(self, dataset: Dataset) -> RunResult:
+    def native(self, dataset: Dataset, name: str = "native") -> RunResult:
         from pyspark.sql import functions as F
 
         return self._query(
-            "native", dataset, dataset.files,
+            name, dataset, dataset.files,
             lambda m: m.groupBy("key").agg(F.count("*").alias("count"), F.sum("value").alias("sum")),
             "update",
         )

@@ -7,6 +7,7 @@ checkpoint and changes no count.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sqlite3
 import sys
@@ -23,10 +24,13 @@ from persistent.tools.session import spark_session  # noqa: E402
 OUT = os.path.join(os.path.dirname(HERE), "demo-output")
 
 
-def main() -> int:
-    database = os.path.join(OUT, "wordcount.db")
+def main(argv: list[str] | None = None) -> int:
+    options = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    options.add_argument("--out", default=OUT, help="directory of the checkpoint and the database (default %(default)s)")
+    out = options.parse_args(argv).out
+    database = os.path.join(out, "wordcount.db")
     args = wordcount.parser().parse_args(
-        ["--input", os.path.join(HERE, "data", "corpus"), "--checkpoint", os.path.join(OUT, "checkpoint"),
+        ["--input", os.path.join(HERE, "data", "corpus"), "--checkpoint", os.path.join(out, "checkpoint"),
          "--output", f"sqlite://{database}", "--available-now", "--files-per-batch", "1"]
     )
     spark = spark_session("wordcount-demo")
