@@ -17,7 +17,8 @@ Per micro-batch, inside Spark:
    (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``
    and its counts through a Spark accumulator (``persistent.runtime.reports``); its
    whole state goes to Spark's state store;
-2. on the driver (``foreachBatch``): the results go to the sink (idempotent per
+2. on the driver (``foreachBatch``, which hands the reports to the plain-Python
+   ``persistent.runtime.commit.Commit``): the results go to the sink (idempotent per
    batch); then, once every key group known to the clock has reported its checkpoint
    at ``T``, the global minimum checkpoint clock advances to the minimum of the tasks'
    clocks. The clock never names a checkpoint that is not durable, and no state
@@ -41,7 +42,6 @@ for what changes with at-least-once and at-most-once delivery.
 from __future__ import annotations
 
 import binascii
-import dataclasses
 import enum
 import sys
 import time
@@ -53,12 +53,13 @@ import numpy as np
 import pandas as pd
 
 from persistent.core.badrecords import (
-    BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords, late_messages
+    BAD_RECORD_COLUMN, BadRecordError, BadRecords, DeadLetters, LateRecords, late_messages
 )
 from persistent.core.errors import ConfigError
 from persistent.core.faults import crash_point
 from persistent.core.task import PersistentTask
-from persistent.runtime.delivery import Delivery, plan, write_effects
+from persistent.runtime.commit import Commit
+from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import KeyGroup
 from persistent.runtime.metrics import JobMetrics
@@ -69,12 +70,10 @@ from persistent.sinks.base import BatchId, Sink
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
-from persistent.storage.job_directory import (
-    BatchProgress, JobDirectory, Recovery, RecoveryPath, task_index, task_name
-)
+from persistent.storage.job_directory import BatchProgress, JobDirectory, Recovery, RecoveryPath
 from state.checkpoint_manager import boundary_after
 from state.checkpoint_store import Written
-from state.errors import ClockError, StorageError
+from state.errors import StorageError
 from state.fs import FileSystem
 from state.persistent_state import WindowState
 from state.table import describe
@@ -223,8 +222,11 @@ class Job:
             self.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         reports = spark.sparkContext.accumulator({}, Reports())
         results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage, reports)
-        committer = _Committer(self, directory, recovery, spark, metrics, reports)
-        writer = results.writeStream.queryName(committer.query_name).foreachBatch(committer)
+        listeners = tuple(f for f in (metrics.publish if metrics else None, self.on_progress) if f)
+        commit = Commit(directory, recovery, self.sink, self.windowed, self.delivery, self.bad_records,
+                        self.checkpoints, listeners)
+        name = f"persistent-{type(self.task).__name__}-{uuid.uuid4().hex[:8]}"
+        writer = results.writeStream.queryName(name).foreachBatch(_ForeachBatch(commit, reports, self.dead_letters))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -585,29 +587,16 @@ def _from_state(text: str) -> bytes:
     return binascii.a2b_base64(text)
 
 
-class _Committer:
-    """``foreachBatch``: bad records, sink, then (the key groups' checkpoints being
-    durable) the clock."""
+class _ForeachBatch:
+    """Spark's ``foreachBatch``: computes the micro-batch once, into Spark's cache, and
+    hands the key groups' reports, its results and its dead letters to ``Commit``."""
 
-    def __init__(self, job: Job, directory: JobDirectory, recovery: Recovery, spark, metrics: JobMetrics | None,
-                 reports):
-        self.job, self.directory, self.recovery, self.spark, self.metrics = job, directory, recovery, spark, metrics
+    def __init__(self, commit: Commit, reports, dead_letters: DeadLetters):
+        self.commit, self.dead_letters = commit, dead_letters
         #: The accumulator the key groups add their ``GroupReport`` to.
         self.reports = reports
-        self.query_name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
 
     def __call__(self, frame, batch_id: int) -> None:
-        try:
-            self._commit(frame, batch_id)
-        except StorageError as exc:
-            exc.add_note(
-                f"micro-batch {self.recovery.generation}.{batch_id} of {self.directory.root} is not "
-                f"committed; the clock names durable checkpoints only. Once the storage is fixed, start "
-                f"the job again on the same checkpoint directory: it replays this micro-batch (path A)."
-            )
-            raise
-
-    def _commit(self, frame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         started = time.monotonic()
@@ -618,100 +607,23 @@ class _Committer:
             # reports; the dead letters and the sink read the cache.
             frame.count()
             reports = list(self.reports.value.values())
-            computed = time.monotonic()
-            crash_point("batch")
-            batch = BatchId(self.recovery.generation, batch_id)
-            dead_letters = self._dead_letters(frame, batch, reports)
+            computing_s = time.monotonic() - started
+
+            def write_dead_letters(batch: BatchId) -> None:
+                bad = frame.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(BAD_RECORD_COLUMN)
+                self.dead_letters.write(bad, batch)
+
             results = frame.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN)
-            next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
-            write_effects(self.job.delivery, self.directory, self.job.sink, results, batch, self.job.windowed, next_ms)
+            self.commit(batch_id, reports, results, write_dead_letters, computing_s)
+        except StorageError as exc:
+            exc.add_note(
+                f"micro-batch {self.commit.recovery.generation}.{batch_id} of {self.commit.directory.root} is not "
+                f"committed; the clock names durable checkpoints only. Once the storage is fixed, start "
+                f"the job again on the same checkpoint directory: it replays this micro-batch (path A)."
+            )
+            raise
         finally:
             frame.unpersist()
-        checkpoints = {r.grp: r.checkpoint_ms for r in reports if r.checkpoint_ms is not None}
-        crash_point("clock")
-        clock_ms = self._advance_clock(checkpoints, batch) if self.job.checkpoints else None
-        if checkpoints:
-            self._retain(checkpoints)
-        finished = time.monotonic()
-        progress = BatchProgress(
-            generation=batch.generation,
-            batch=batch_id,
-            rows=sum(r.applied for r in reports),
-            late=sum(r.late for r in reports),
-            replayed=sum(r.replayed for r in reports),
-            results=sum(r.results for r in reports),
-            checkpoints=len(checkpoints),
-            clock_ms=clock_ms,
-            seconds=finished - started,
-            watermark_ms=max((r.watermark_ms for r in reports), default=0),
-            finished_at_ms=int(time.time() * 1000),
-            state_bytes={task_name(r.grp): r.state_bytes for r in reports},
-            dead_letters=dead_letters,
-            checkpoint_bytes=sum(r.checkpoint_bytes for r in reports),
-            checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.checkpoint_ms is not None},
-            checkpoint_seconds=sum(r.checkpoint_seconds for r in reports),
-            commit_seconds=finished - computed,
-        )
-        self.directory.record_progress(dataclasses.asdict(progress))
-        if self.metrics:
-            self.metrics.publish(progress)
-        if self.job.on_progress:
-            self.job.on_progress(progress)
-        crash_point("committed")
-
-    def _dead_letters(self, frame, batch: BatchId, reports: list[GroupReport]) -> int:
-        """Fails the micro-batch on its bad records, or writes them to the dead-letter
-        output with the late records the key groups output (before the sink and the
-        clock: a replay writes them again); returns how many were written."""
-        from pyspark.sql import functions as F
-
-        bad, late = sum(r.bad_records for r in reports), sum(r.late_records for r in reports)
-        if bad and self.job.bad_records is BadRecords.FAIL:
-            first = min(r.first_bad for r in reports if r.first_bad is not None)
-            self.directory.record_failed_batch(batch.generation, batch.batch)
-            raise BadRecordError(BadRecord.from_json(first), bad, f"micro-batch {batch.generation}.{batch.batch}")
-        if bad or late:
-            self.job.dead_letters.write(frame.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(BAD_RECORD_COLUMN),
-                                        batch)
-        return bad + late
-
-    def _advance_clock(self, checkpoints: dict[int, int], batch: BatchId) -> int | None:
-        """Advances the clock over the checkpoints the key groups reported, once every
-        task the clock knows has reported the newest of them."""
-        clock = self.directory.clock
-        record = clock.read()
-        task_clocks = dict(record.task_clocks) if record else {}
-        if checkpoints:
-            newest = max(checkpoints.values())
-            silent = [task for task, ms in task_clocks.items() if ms < newest and task_index(task) not in checkpoints]
-            if silent:
-                raise ClockError(
-                    f"micro-batch {batch.generation}.{batch.batch} of {self.directory.root}: the watermark passed "
-                    f"the checkpoint boundary {newest} ms but task(s) {', '.join(silent)} reported no checkpoint "
-                    f"there; the clock stays at {record.clock_ms} ms"
-                )
-        for grp, time_ms in checkpoints.items():
-            name = task_name(grp)
-            task_clocks[name] = max(time_ms, task_clocks.get(name, 0))
-        if not task_clocks:
-            return None
-        if record is None or task_clocks != record.task_clocks:
-            # Task clocks only grow, and a new task's first checkpoint is at the current
-            # boundary, so the minimum never moves backwards.
-            record = clock.advance(min(task_clocks.values()), task_clocks)
-        return record.clock_ms
-
-    def _retain(self, checkpoints: dict[int, int]) -> None:
-        """Keeps the checkpoints the clock's history may still rewind to, and those at the
-        restore point of a generation begun by path B (its groups read them when they
-        have no state in Spark); drops the rest."""
-        oldest_ms = self.directory.clock.oldest_restorable_ms()
-        if oldest_ms is None:
-            return  # no clock yet
-        if self.recovery.restored:
-            oldest_ms = min(oldest_ms, self.recovery.floor_ms)
-        for grp in checkpoints:
-            self.directory.store(grp).retain(oldest_ms)
 
 
 @dataclass
