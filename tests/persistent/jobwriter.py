@@ -1,9 +1,10 @@
 """Job directories written as the Spark runtime's driver writes them, without Spark.
 
 ``JobWriter`` runs real key groups (``persistent.runtime.keygroup``) over micro-batches of
-messages, persists their due checkpoints with the real ``CheckpointStore``, advances
-the real ``ClockStore`` to the minimum task clock, and records each batch's
-``BatchProgress`` with ``JobDirectory.record_progress``, as the runtime does.
+messages, persists their due checkpoints with the real ``CheckpointStore`` as the
+executors do, and commits each batch from the groups' ``GroupReport``s with the
+runtime's own ``persistent.runtime.commit.Commit``: sink (``KeptResults``), clock,
+retention and the batch's ``BatchProgress``.
 ``run_cli`` runs the command line in the test's process.
 """
 
@@ -18,10 +19,14 @@ import pandas as pd
 
 from monoids import Count, Sum
 from persistent import PersistentTask
+from persistent.runtime.commit import Commit
 from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
-from persistent.storage.job_directory import BatchProgress, JobDirectory, task_name
+from persistent.runtime.reports import GroupReport
+from persistent.sinks.base import BatchId, Sink
+from persistent.storage.job_directory import BatchProgress, JobDirectory
 from persistent.tools import cli
 from state import NonWindowState, Window, WindowState
+from state.checkpoint_store import Written
 from state.fs import FileSystem, LocalFileSystem
 
 
@@ -52,53 +57,48 @@ class JobWriter:
         self.task, self.interval_ms, self.group_count = task, interval_ms, groups
         self.groups: dict[int, KeyGroup] = {}
         self.sent: list[tuple[str, int, int]] = []
+        self.sink = KeptResults()
         self.batches = 0
-        self.directory.plan(groups)  # a fresh start, as Job.start plans it
+        recovery = self.directory.plan(groups)  # a fresh start, as Job.start plans it
+        self.commit = Commit(self.directory, recovery, self.sink, windowed=isinstance(task.state_spec(), WindowState))
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
 
     def group_of(self, key: str) -> int:
         return zlib.crc32(key.encode()) % self.group_count
 
     def batch(self, messages: list[tuple[str, int, int]], watermark_ms: int, *, finished_at_ms: int = 1_700_000_000_000,
-              seconds: float = 0.5, dead_letters: int = 0, checkpoint_seconds: float | None = None,
-              commit_seconds: float | None = None) -> BatchProgress:
-        """One micro-batch: ``(key, timestamp_ms, value)`` messages, then the watermark; returns its progress."""
+              seconds: float = 0.5, dead_letters: int = 0, checkpoint_seconds: float = 0.0,
+              commit_seconds: float = 0.0) -> BatchProgress:
+        """One micro-batch: ``(key, timestamp_ms, value)`` messages, then the watermark; returns its progress.
+
+        The first key group's report carries ``dead_letters`` (as late messages it
+        output; none is written) and ``checkpoint_seconds``; the commit takes
+        ``commit_seconds`` of the batch's ``seconds`` and ends at ``finished_at_ms``."""
         frame = pd.DataFrame(messages, columns=list(MESSAGE_COLUMNS))
-        checkpoints, applied, results, checkpoint_bytes = {}, 0, 0, 0
+        reports, outputs = [], []
         touched = {self.group_of(key) for key, _, _ in messages} | set(self.groups)
         for grp in sorted(touched):
             group = self.groups.setdefault(grp, KeyGroup(self.task, self.interval_ms))
             mine = frame[[self.group_of(key) == grp for key in frame["key"]]]
             output = group.process(mine.reset_index(drop=True), watermark_ms)
-            applied, results = applied + output.applied, results + len(output.results)
-            if output.checkpoint is not None:
-                time_ms, data = output.checkpoint
-                checkpoint_bytes += self.directory.store(grp).persist(time_ms, data).size
-                checkpoints[task_name(grp)] = time_ms
-        record = self.directory.clock.read()
-        task_clocks = {**(record.task_clocks if record else {}), **checkpoints}
-        if task_clocks:
-            record = self.directory.clock.advance(min(task_clocks.values()), task_clocks)
+            outputs.append(output.results)
+            written, checkpoint_ms = Written(0, 0), None
+            if output.checkpoint is not None:  # written by the group, on its executor
+                checkpoint_ms, data = output.checkpoint
+                written = self.directory.store(grp).persist(checkpoint_ms, data)
+            first = not reports
+            reports.append(GroupReport(
+                grp=grp, applied=output.applied, late=output.late, replayed=output.replayed,
+                results=len(output.results), watermark_ms=watermark_ms,
+                max_time_ms=int(mine["timestamp"].max()) if len(mine) else -1, state_bytes=len(group.encode()),
+                late_records=dead_letters if first else 0, checkpoint_ms=checkpoint_ms,
+                checkpoint_bytes=written.size, checkpoint_crc=written.crc,
+                checkpoint_seconds=checkpoint_seconds if first else 0.0,
+            ))
         self.sent.extend(messages)
-        progress = BatchProgress(
-            generation=0,
-            batch=self.batches,
-            rows=applied,
-            late=0,
-            replayed=0,
-            results=results,
-            checkpoints=len(checkpoints),
-            clock_ms=record.clock_ms if record else None,
-            seconds=seconds,
-            watermark_ms=watermark_ms,
-            finished_at_ms=finished_at_ms,
-            state_bytes={task_name(g): len(group.encode()) for g, group in self.groups.items()},
-            dead_letters=dead_letters,
-            checkpoint_bytes=checkpoint_bytes,
-            checkpoint_seconds=checkpoint_seconds,
-            commit_seconds=commit_seconds,
-        )
-        self.directory.record_progress(dataclasses.asdict(progress))
+        commit = dataclasses.replace(self.commit, timer=CommitTime(commit_seconds, finished_at_ms))
+        results = pd.concat(outputs, ignore_index=True) if outputs else pd.DataFrame()
+        progress = commit(self.batches, reports, results, lambda batch: None, seconds - commit_seconds)
         self.batches += 1
         return progress
 
@@ -114,6 +114,31 @@ class JobWriter:
                 for start in window.starts_containing(ts):
                     sums[key, start] += value
         return dict(sums)
+
+
+class KeptResults(Sink):
+    """A sink that keeps each batch's results, by ``BatchId``."""
+
+    def __init__(self):
+        self.batches: dict[BatchId, pd.DataFrame] = {}
+
+    def write(self, results, batch: BatchId, windowed: bool) -> None:
+        self.batches[batch] = results
+
+
+class CommitTime:
+    """A commit's time (``persistent.runtime.commit.Timer``): each commit, which reads
+    ``monotonic`` as it begins and ends, takes ``seconds`` and ends at ``finished_at_ms``."""
+
+    def __init__(self, seconds: float, finished_at_ms: int):
+        self.seconds, self.finished_at_ms, self.readings = seconds, finished_at_ms, 0
+
+    def monotonic(self) -> float:
+        self.readings += 1
+        return 0.0 if self.readings % 2 else self.seconds
+
+    def time(self) -> float:
+        return self.finished_at_ms / 1000
 
 
 def three_batches(writer: JobWriter) -> None:
