@@ -1,0 +1,225 @@
+"""The driver's commit of a micro-batch (``persistent.runtime.commit.Commit``) without
+Spark: a real job directory on the local file system, the key groups' reports as
+``GroupReport``s, and small fakes for the sink and the dead-letter output."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
+from persistent.runtime import commit as commit_module
+from persistent.runtime.commit import Commit
+from persistent.runtime.delivery import Delivery, Position
+from persistent.runtime.reports import GroupReport
+from persistent.sinks.base import BatchId, Sink
+from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, task_name
+from persistent.tools.inspection import read_progress
+from state.errors import ClockError
+from state.fs import LocalFileSystem
+
+from jobwriter import CommitTime
+
+FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=2)
+
+
+class Events(list):
+    """What the fakes saw, in order."""
+
+    def dead_letters(self, batch: BatchId) -> None:
+        self.append(("dead letters", batch))
+
+
+class RecordingSink(Sink):
+    """Notes each write and append, with the clock and the position as they were then."""
+
+    def __init__(self, events: Events, directory: JobDirectory):
+        self.events, self.directory = events, directory
+
+    def write(self, results, batch, windowed):
+        self.events.append(("sink", batch, self.directory.clock.read()))
+
+    def append(self, results, batch, windowed):
+        self.events.append(("append", batch, Position(self.directory).read()))
+
+
+@pytest.fixture
+def directory(tmp_path):
+    return JobDirectory(LocalFileSystem(), str(tmp_path / "job"))
+
+
+@pytest.fixture
+def events():
+    return Events()
+
+
+@pytest.fixture
+def make_commit(directory, events):
+    def make(**settings) -> Commit:
+        return Commit(directory, settings.pop("recovery", FRESH), RecordingSink(events, directory), False, **settings)
+
+    return make
+
+
+def report(grp: int, checkpoint_ms: int | None = None, **figures) -> GroupReport:
+    return GroupReport(**{"grp": grp, "applied": 0, "late": 0, "replayed": 0, "results": 0, "watermark_ms": 0,
+                          "max_time_ms": -1, "state_bytes": 0, "checkpoint_ms": checkpoint_ms, **figures})
+
+
+def checkpointed(directory: JobDirectory, grp: int, time_ms: int) -> GroupReport:
+    """Key group ``grp``'s report of its durable checkpoint at ``time_ms``, written as a group writes it."""
+    written = directory.store(grp).persist(time_ms, f"{grp}@{time_ms}".encode())
+    return report(grp, time_ms, checkpoint_bytes=written.size, checkpoint_crc=written.crc)
+
+
+def bad_json(position: str) -> str:
+    return BadRecord(position, "not a number", "the value is not a number").json()
+
+
+def test_the_sink_is_written_before_the_clock_advances(directory, events, make_commit):
+    progress = make_commit()(0, [checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)], None,
+                             events.dead_letters)
+    assert events == [("sink", BatchId(0, 0), None)]
+    assert directory.clock.read().clock_ms == progress.clock_ms == 100
+
+
+def test_the_crash_points_stand_between_the_effects_in_their_order(directory, events, make_commit, monkeypatch):
+    monkeypatch.setattr(commit_module, "crash_point", lambda name: events.append(("crash", name,
+                                                                                   directory.clock.read())))
+    commit = make_commit(bad_records=BadRecords.DEAD_LETTER, listeners=(lambda p: events.append(("progress",)),))
+    commit(0, [checkpointed(directory, 0, 100), report(1, bad_records=1, first_bad=bad_json("f:1"))], None,
+           events.dead_letters)
+    assert [event[:2] for event in events] == [("crash", "batch"), ("dead letters", BatchId(0, 0)),
+                                               ("sink", BatchId(0, 0)), ("crash", "clock"), ("progress",),
+                                               ("crash", "committed")]
+    clocks = {event[1]: event[2] for event in events if event[0] == "crash"}
+    assert clocks["clock"] is None and clocks["committed"].clock_ms == 100
+
+
+def test_the_clock_waits_for_every_task_it_knows_to_report_the_newest_checkpoint(directory, events, make_commit):
+    commit = make_commit()
+    commit(0, [checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)], None, events.dead_letters)
+    before = directory.clock.read()
+    with pytest.raises(ClockError):
+        commit(1, [checkpointed(directory, 0, 200), report(1)], None, events.dead_letters)
+    assert directory.clock.read() == before
+    assert [event[:2] for event in events] == [("sink", BatchId(0, 0)), ("sink", BatchId(0, 1))]
+    assert [p.batch for p in read_progress(directory, 10)] == [0]
+
+
+def test_the_clock_is_the_lowest_task_clock_and_a_new_task_joins_at_its_first_checkpoint(directory, events,
+                                                                                          make_commit):
+    commit = make_commit()
+    commit(0, [checkpointed(directory, 0, 100)], None, events.dead_letters)
+    progress = commit(1, [checkpointed(directory, 0, 200), checkpointed(directory, 1, 200)], None,
+                      events.dead_letters)
+    record = directory.clock.read()
+    assert progress.clock_ms == record.clock_ms == 200
+    assert record.task_clocks == {task_name(0): 200, task_name(1): 200}
+
+
+def test_a_replayed_batch_leaves_the_clock_unchanged(directory, events, make_commit):
+    commit = make_commit()
+    reports = [checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)]
+    commit(0, reports, None, events.dead_letters)
+    before, history = directory.clock.read(), directory.clock.history()
+    assert commit(0, reports, None, events.dead_letters).clock_ms == 100
+    assert directory.clock.read() == before and directory.clock.history() == history
+    assert [event[:2] for event in events] == [("sink", BatchId(0, 0))] * 2
+
+
+def test_a_job_that_fails_on_bad_records_raises_the_smallest_first_bad_and_writes_nothing(directory, events,
+                                                                                           make_commit):
+    reports = [checkpointed(directory, 0, 100), report(1, bad_records=2, first_bad=bad_json("f:7")),
+               report(2, bad_records=1, first_bad=bad_json("f:3"))]
+    with pytest.raises(BadRecordError) as raised:
+        make_commit()(4, reports, None, events.dead_letters)
+    assert raised.value.record == BadRecord.from_json(bad_json("f:3")) and raised.value.count == 3
+    failed = json.loads(directory.fs.read_bytes(directory.fs.join(directory.root, "failed-batch")))
+    assert failed == {"generation": 0, "batch": 4}
+    assert events == [] and directory.clock.read() is None and read_progress(directory, 10) == []
+
+
+def test_dead_letters_are_written_before_the_sink(directory, events, make_commit):
+    reports = [report(0, bad_records=2, first_bad=bad_json("f:1")), report(1, late_records=1)]
+    progress = make_commit(bad_records=BadRecords.DEAD_LETTER)(0, reports, None, events.dead_letters)
+    assert [event[:2] for event in events] == [("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]
+    assert progress.dead_letters == 3
+
+
+def test_late_messages_go_to_the_dead_letters_in_a_job_that_fails_on_bad_records(directory, events, make_commit):
+    progress = make_commit()(0, [report(0, late_records=2)], None, events.dead_letters)
+    assert [event[:2] for event in events] == [("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]
+    assert progress.dead_letters == 2
+
+
+def test_a_batch_without_bad_or_late_records_writes_no_dead_letters(directory, events, make_commit):
+    make_commit(bad_records=BadRecords.DEAD_LETTER)(0, [report(0, late=3)], None, events.dead_letters)
+    assert [event[0] for event in events] == ["sink"]
+
+
+def checkpoint_every_boundary(directory: JobDirectory, commit: Commit, events: Events, boundaries: int) -> None:
+    for batch in range(boundaries):
+        commit(batch, [checkpointed(directory, 0, 100 * (batch + 1))], None, events.dead_letters)
+
+
+def test_retention_keeps_the_checkpoints_the_clock_may_rewind_to(directory, events, make_commit):
+    checkpoint_every_boundary(directory, make_commit(), events, 15)
+    oldest_ms = directory.clock.oldest_restorable_ms()
+    assert oldest_ms > 100
+    assert directory.store(0).times() == list(range(oldest_ms, 1501, 100))
+    assert {record.clock_ms for record in directory.clock.history()} <= set(directory.store(0).times())
+
+
+def test_retention_keeps_the_checkpoints_from_the_restore_point_of_a_generation_begun_by_path_b(directory, events,
+                                                                                                make_commit):
+    directory.store(0).persist(50, b"restored")
+    restored = Recovery(RecoveryPath.FROM_CLOCK, 1, 50, restored=frozenset({0}), key_groups=1)
+    checkpoint_every_boundary(directory, make_commit(recovery=restored), events, 15)
+    assert directory.clock.oldest_restorable_ms() > 100
+    assert directory.store(0).times() == [50, *range(100, 1501, 100)]
+
+
+def test_without_checkpoints_the_commit_keeps_no_clock(directory, events, make_commit):
+    progress = make_commit(checkpoints=False)(0, [report(0, applied=5)], None, events.dead_letters)
+    assert progress.clock_ms is None and directory.clock.read() is None
+    assert [p.rows for p in read_progress(directory, 10)] == [5]
+
+
+def test_at_most_once_takes_the_position_before_the_sink_appends(directory, events, make_commit):
+    commit = make_commit(delivery=Delivery.AT_MOST_ONCE, checkpoints=False)
+    commit(0, [report(0, max_time_ms=250), report(1, max_time_ms=180)], None, events.dead_letters)
+    assert events == [("append", BatchId(0, 0), (0, 251))]
+
+
+def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order(directory, events, make_commit):
+    heard = []
+    commit = make_commit(listeners=(lambda p: heard.append(("metrics", p)), lambda p: heard.append(("job", p))),
+                         timer=CommitTime(0.25, 1_700_000_000_000))
+    reports = [
+        report(0, 100, applied=7, late=1, replayed=2, results=3, watermark_ms=150, state_bytes=40,
+               checkpoint_bytes=10, checkpoint_crc=11, checkpoint_seconds=0.5),
+        report(1, 100, applied=4, results=1, watermark_ms=140, state_bytes=20, checkpoint_bytes=5,
+               checkpoint_crc=12, checkpoint_seconds=0.25),
+        report(2, applied=1, watermark_ms=120, state_bytes=8),
+    ]
+    progress = commit(3, reports, None, events.dead_letters, computing_seconds=1.5)
+    assert (progress.rows, progress.late, progress.replayed, progress.results) == (12, 1, 2, 4)
+    assert (progress.checkpoints, progress.checkpoint_bytes, progress.checkpoint_seconds) == (2, 15, 0.75)
+    assert progress.checkpoint_crcs == {task_name(0): 11, task_name(1): 12}
+    assert progress.state_bytes == {task_name(0): 40, task_name(1): 20, task_name(2): 8}
+    assert (progress.watermark_ms, progress.clock_ms) == (150, 100)
+    assert (progress.seconds, progress.commit_seconds, progress.finished_at_ms) == (1.75, 0.25, 1_700_000_000_000)
+    assert read_progress(directory, 10) == [progress]
+    assert heard == [("metrics", progress), ("job", progress)]
+
+
+def test_the_commit_module_imports_nothing_of_spark():
+    path = Path(commit_module.__file__)
+    tree = ast.parse(path.read_text(), str(path))
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert not [name for name in imported if name.split(".")[0] == "pyspark"]
