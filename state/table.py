@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from monoids.base import Monoid, MonoidError, from_identity
 from state import codec
-from state.checkpoint_manager import boundary_at_or_before, check_interval_ms
+from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.window import SessionWindow, Window, window_from

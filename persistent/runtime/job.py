@@ -71,7 +71,7 @@ from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
 from persistent.storage.job_directory import BatchProgress, JobDirectory, Recovery, RecoveryPath
-from state.checkpoint_manager import boundary_after
+from state.boundaries import boundary_after
 from state.checkpoint_store import Written
 from state.errors import StorageError
 from state.fs import FileSystem

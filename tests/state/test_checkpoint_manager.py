@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.checkpoint_manager import CheckpointManager, boundary_after, boundary_at_or_before
+from state.boundaries import boundary_after, boundary_at_or_before
+from state.checkpoint_manager import CheckpointManager
 from state.checkpoint_store import CheckpointStore
 from state.errors import MissingCheckpointError, StateValueError
 from state.fs import LocalFileSystem
@@ -46,16 +47,6 @@ def test_a_bad_message_time_raises_and_leaves_the_schedule_unchanged(manager, ba
 def test_a_bad_watermark_raises_naming_it(manager, bad):
     with pytest.raises(StateValueError, match="watermark_ms"):
         manager.due(bad)
-
-
-@pytest.mark.parametrize(("ts", "after"), [(0, 100), (1, 100), (99, 100), (100, 200), (101, 200)])
-def test_boundary_after_is_strictly_after(ts, after):
-    assert boundary_after(ts, INTERVAL) == after
-
-
-@pytest.mark.parametrize(("ts", "at"), [(0, 0), (99, 0), (100, 100), (199, 100)])
-def test_boundary_at_or_before_may_be_the_time_itself(ts, at):
-    assert boundary_at_or_before(ts, INTERVAL) == at
 
 
 # -- construction --------------------------------------------------------------------

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from monoids.base import MonoidError, MonoidTypeError, MonoidValueError
 from monoids.numeric import Count, Max, Min, Sum
-from state.checkpoint_manager import CheckpointManager, boundary_at_or_before
+from state.boundaries import boundary_at_or_before
+from state.checkpoint_manager import CheckpointManager
 from state.checkpoint_store import CheckpointStore
 from state.errors import CorruptCheckpointError, StateValueError
 from state.fs import LocalFileSystem
