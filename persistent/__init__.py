@@ -7,13 +7,14 @@ import importlib
 
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 from persistent.core.errors import PersistentError
-from persistent.core.task import Message, PersistentTask, TaskDefinitionError
+from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
 from persistent.runtime.keygroup import KeyGroup
 from persistent.storage.files_log import InputFileChangedError
 
 __all__ = [
     "PersistentError",
     "PersistentTask",
+    "KeyState",
     "Message",
     "TaskDefinitionError",
     "KeyGroup",

@@ -1,7 +1,6 @@
-"""Persistent states, windows, the checkpoint schedule, and the checkpoint and clock
-stores (depends on ``monoids`` only)."""
+"""State declarations, windows, the keyed tables that hold state, checkpoint boundaries,
+and the checkpoint and clock stores (depends on ``monoids`` only)."""
 
-from state.checkpoint_manager import CheckpointManager
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockRecord, ClockStore
 from state.errors import (
@@ -16,7 +15,7 @@ from state.errors import (
     StorageError,
 )
 from state.fs import FileSystem, LocalFileSystem
-from state.persistent_state import NonWindowState, PersistentState, WindowResult, WindowState
+from state.persistent_state import NonWindowState, PersistentState, WindowState
 from state.table import KeyedTable, WindowResults
 from state.window import SessionWindow, Window
 
@@ -24,12 +23,10 @@ __all__ = [
     "PersistentState",
     "NonWindowState",
     "WindowState",
-    "WindowResult",
     "Window",
     "SessionWindow",
     "KeyedTable",
     "WindowResults",
-    "CheckpointManager",
     "CheckpointStore",
     "ClockStore",
     "ClockRecord",

@@ -4,8 +4,8 @@ A task declares its state (``persistent_state``) and how messages update it, in 
 of two forms:
 
 - ``process_message(state, message)``, Gearpump's API: called once per message with
-  the state of the message's key; the task calls ``state.update(message.timestamp,
-  value)``.
+  the state of the message's key, a ``KeyState``; the task calls
+  ``state.update(message.timestamp, value)`` and may read ``state.get()``.
 - ``process_batch(messages)``, the vectorized form: called with a pandas DataFrame of
   messages (columns ``key``, ``timestamp``, ``value``) and returns the monoid value
   of each message, as an array aligned with the rows, or a DataFrame with columns
@@ -18,7 +18,7 @@ Everything else (key groups, checkpoints, the clock, recovery) is the framework'
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ import pandas as pd
 from persistent.core.errors import PersistentError
 from state.persistent_state import NonWindowState, PersistentState, WindowState
 
-__all__ = ["PersistentTask", "Message", "TaskDefinitionError"]
+__all__ = ["PersistentTask", "KeyState", "Message", "TaskDefinitionError"]
 
 
 class TaskDefinitionError(PersistentError, TypeError):
@@ -41,16 +41,45 @@ class Message(NamedTuple):
     value: Any
 
 
+class KeyState(Protocol):
+    """The state of one key, as ``PersistentTask.process_message`` sees it.
+
+    The runtime hands one to each call; it is valid only during that call. Values are
+    values of the task's monoid (``PersistentTask.persistent_state().monoid``).
+    """
+
+    def update(self, timestamp_ms: int, value: Any) -> bool:
+        """Folds ``value`` into the key's state at event time ``timestamp_ms``.
+
+        A time that is not an int of milliseconds >= 0, or a value the monoid refuses,
+        raises (``StateValueError``, ``MonoidError``) and the message is a bad record.
+        Returns ``True`` once the update is taken; an update behind the last checkpoint
+        or a closed window is counted as late when applied and changes nothing. If the
+        call of ``process_message`` raises, its updates are dropped.
+        """
+
+    def get(self) -> Any:
+        """The key's monoid value: all its messages so far, this call's updates
+        included (for a window state, folded over all its open panes)."""
+
+
 class PersistentTask(ABC):
     """Base class of stateful tasks; override ``persistent_state`` and one of
-    ``process_message`` or ``process_batch``."""
+    ``process_message`` or ``process_batch``.
+
+    ``persistent_state()`` returns the state's declaration, a frozen spec:
+    ``NonWindowState(monoid, ttl_ms=None)`` or ``WindowState(monoid, window)``. The
+    runtime builds the live state of the task's keys from it (``PersistentState.build``).
+    ``process_message(state, message)`` gets the state of ``message.key`` as a
+    ``KeyState``: ``state.update(timestamp_ms, value)`` and ``state.get()``.
+    """
 
     @abstractmethod
     def persistent_state(self) -> PersistentState:
-        """A fresh state declaration: ``NonWindowState(monoid)`` or ``WindowState(monoid, window)``."""
+        """The state declaration: ``NonWindowState(monoid)`` or ``WindowState(monoid, window)``."""
 
-    def process_message(self, state: PersistentState, message: Message) -> None:
-        """Updates ``state`` (the state of ``message.key``) with one message."""
+    def process_message(self, state: KeyState, message: Message) -> None:
+        """Updates ``state`` (the ``KeyState`` of ``message.key``) with one message."""
         raise NotImplementedError
 
     def process_batch(self, messages: pd.DataFrame) -> np.ndarray | pd.DataFrame:

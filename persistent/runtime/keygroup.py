@@ -25,10 +25,9 @@ import pandas as pd
 
 from monoids.base import MonoidError
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
-from persistent.core.task import Message, PersistentTask, TaskDefinitionError
+from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
 from state.checkpoint_store import check_time_ms
 from state.errors import StateValueError
-from state.persistent_state import WindowState
 from state.table import KeyedTable
 
 __all__ = ["KeyGroup", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
@@ -90,8 +89,8 @@ class _Updates(NamedTuple):
         return parts[0] if len(parts) == 1 else cls(*(np.concatenate(columns) for columns in zip(*parts)))
 
 
-class _KeyState:
-    """The state a ``process_message`` call sees: the state of one key of the group.
+class _KeyState(KeyState):
+    """The ``KeyState`` a ``process_message`` call sees: the state of one key of the group.
 
     Updates wait in a buffer until ``flush``; those of the message being processed
     can be discarded when the task raises on it.
@@ -160,13 +159,10 @@ class KeyGroup:
         self.task = task
         self.spec = spec
         self.monoid = spec.monoid
-        self.window = spec.window if isinstance(spec, WindowState) else None
+        self.window = spec.window
         #: Messages before this time are inside the restored checkpoint: dropped, not applied.
         self.floor_ms = floor_ms
-        if table is None:
-            table = spec.new_table(interval_ms)
-            table.checkpoint_ms = table.emitted_ms = floor_ms
-        self.table = table
+        self.table = spec.build(interval_ms, checkpoint_ms=floor_ms) if table is None else table
         self._touched: list[np.ndarray] = []
 
     # -- construction --------------------------------------------------------------
@@ -174,17 +170,15 @@ class KeyGroup:
     @classmethod
     def restore(cls, task: PersistentTask, interval_ms: int, timestamp_ms: int, data: bytes) -> KeyGroup:
         """A group restored from its checkpoint at ``timestamp_ms``."""
-        group = cls(task, interval_ms, floor_ms=timestamp_ms)
-        group.table.recover(timestamp_ms, data)
+        group = cls(task, interval_ms, timestamp_ms)
+        group.table = group.spec.build(interval_ms, data, timestamp_ms)
         return group
 
     @classmethod
     def decode(cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state)."""
         group = cls(task, interval_ms, floor_ms)
-        group.table = KeyedTable.decode(
-            data, group.monoid, interval_ms, group.window, "key group state", ttl_ms=group.spec.ttl_ms
-        )
+        group.table = group.spec.build(interval_ms, data, what="key group state")
         return group
 
     def encode(self) -> bytes:

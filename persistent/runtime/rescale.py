@@ -126,9 +126,7 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
     clock_ms, to_groups = plan.clock_ms, plan.to_groups
 
     def restore(directory: JobDirectory, group: int) -> KeyedTable:
-        table = spec.new_table(interval_ms)
-        table.recover(clock_ms, directory.restore(group, clock_ms))
-        return table
+        return spec.build(interval_ms, directory.restore(group, clock_ms), clock_ms)
 
     def keys_of(frames):
         directory = storage.directory()
@@ -147,8 +145,7 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
             for part in parts[1:]:
                 table.absorb(part)
         else:
-            table = spec.new_table(interval_ms)
-            table.checkpoint_ms = table.emitted_ms = clock_ms
+            table = spec.build(interval_ms, checkpoint_ms=clock_ms)
         staged = CheckpointStore(directory.fs, _staging(directory), task_name(new_group))
         written = staged.persist(clock_ms, table.encode())
         return pd.DataFrame({"h": [new_group], "keys": [len(pd.unique(table.keys))], "bytes": [written.size]})

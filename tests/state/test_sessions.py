@@ -71,10 +71,10 @@ def test_a_session_window_describes_itself_and_is_read_back():
     assert describe(Sum(), 100, SessionWindow(500))["window"] == {"gap_ms": 500}
 
 
-def test_a_window_state_of_sessions_holds_them_in_a_session_table_checkpointed_every_gap_by_default():
-    state = WindowState(Sum(), SessionWindow(250))
-    assert isinstance(state.table, SessionTable)
-    assert state.table.interval_ms == 250
+def test_a_window_state_of_sessions_builds_session_tables():
+    table = WindowState(Sum(), SessionWindow(250)).build(250)
+    assert isinstance(table, SessionTable)
+    assert table.interval_ms == 250
 
 
 # -- sessions --------------------------------------------------------------------------
