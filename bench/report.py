@@ -58,6 +58,10 @@ def plot(directory: Path, results: list[RunResult]) -> list[Path]:
     import matplotlib.pyplot as plt
 
     uniform = [r for r in results if r.distribution == "uniform" and r.rows_per_s]
+    # The key-count series share one batch size; the small-batch case is a table row.
+    sizes = [r.batch_rows for r in uniform]
+    batch_rows = max(sizes, key=sizes.count) if sizes else 0
+    uniform = [r for r in uniform if r.batch_rows == batch_rows]
     names = list(dict.fromkeys(r.name for r in uniform))
     written = []
     for filename, attribute, label in (
@@ -72,7 +76,6 @@ def plot(directory: Path, results: list[RunResult]) -> list[Path]:
         axes.set_yscale("log")
         axes.set_xlabel("distinct keys")
         axes.set_ylabel(label)
-        batch_rows = uniform[0].batch_rows if uniform else 0
         axes.set_title(f"{label}, {batch_rows:,} rows per micro-batch")
         axes.grid(True, which="both", alpha=0.3)
         axes.legend(fontsize="small")
