@@ -41,7 +41,6 @@ for what changes with at-least-once and at-most-once delivery.
 
 from __future__ import annotations
 
-import binascii
 import enum
 import sys
 import time
@@ -369,7 +368,7 @@ class Job:
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
         )
         return grouped.applyInPandasWithState(
-            function, output, "table string", "Update", GroupStateTimeout.EventTimeTimeout
+            function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
 
 
@@ -425,7 +424,7 @@ def _group_function(
     def run_group(key, frames, state):
         grp = int(key[0])
         if state.exists and carries:
-            group = KeyGroup.decode(task, interval_ms, floor_ms, _from_state(state.get[0]))
+            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
@@ -454,9 +453,9 @@ def _group_function(
             written = _persist(storage.directory(), grp, *checkpoint)
             writing_s = time.monotonic() - began
             crash_point("checkpoints")
-        encoded = ""
+        encoded = b""
         if carries:
-            encoded = _to_state(group.encode())
+            encoded = group.encode()
             state.update((encoded,))
             crash_point("group")
             # Wake this group when the watermark reaches its next boundary, even with no input.
@@ -574,17 +573,6 @@ def _output(results: pd.DataFrame, monoid, dead_letters: list[str]) -> pd.DataFr
                 BAD_RECORD_COLUMN: np.array(dead_letters, dtype=object)}
         columns = {name: np.concatenate([column, more[name]]) for name, column in columns.items()}
     return pd.DataFrame(columns, copy=False)
-
-
-def _to_state(data: bytes) -> str:
-    """A group's state as Spark's state store keeps it: base64 text. Spark hands a
-    binary state to Python through a pickler that copies it into a Java string one
-    byte at a time; ASCII text goes through in bulk (a third larger)."""
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-def _from_state(text: str) -> bytes:
-    return binascii.a2b_base64(text)
 
 
 class _ForeachBatch:
