@@ -74,7 +74,6 @@ from state.boundaries import boundary_after
 from state.checkpoint_store import Written
 from state.errors import StorageError
 from state.fs import FileSystem
-from state.persistent_state import WindowState
 from state.table import describe
 
 __all__ = ["Job", "RunningJob", "BatchProgress"]
@@ -181,7 +180,7 @@ class Job:
 
     @property
     def windowed(self) -> bool:
-        return isinstance(self.spec, WindowState)
+        return self.spec.window is not None
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it; with ``metrics_port``, first
@@ -209,9 +208,8 @@ class Job:
                 stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
         cores = spark.sparkContext.defaultParallelism
-        window = self.spec.window if self.windowed else None
         recovery = plan(self.delivery, directory, self.key_groups, KEY_GROUPS_PER_CORE * cores,
-                        describe(self.spec.monoid, self.checkpoint_interval_ms, window, self.spec.ttl_ms),
+                        describe(self.spec.monoid, self.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
                         self.sink.newest_generation(spark))
         stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
