@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +91,7 @@ def build(args, workdir: Path, delivery: Delivery):
         "--total", str(args.total), "--keys", str(args.keys), "--rows-per-batch", str(args.rows_per_batch),
         "--key-groups", str(args.key_groups), "--delivery", delivery.value,
     ]))
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     return job
 
 
@@ -128,9 +129,9 @@ def summarize(batches: list, workdir: Path) -> dict:
 def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_checkpoint: bool) -> dict:
     """Runs until the input is consumed, restarting after each failure."""
     job = build(args, workdir, delivery)
-    job.sink = FailingSink(job.sink)
+    job = replace(job, sink=FailingSink(job.sink))
     committed: list[float] = []
-    job.on_progress = lambda progress: committed.append(time.monotonic())
+    job = replace(job, on_progress=lambda progress: committed.append(time.monotonic()))
     restarts = []
     while True:
         started, before = time.monotonic(), len(committed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,7 @@ from bench.data import Dataset, ParquetInput
 from bench.measure import MemorySampler, RunResult, batches_of, directory_bytes, summarize
 from monoids import Averaged, AveragedValue
 from persistent import Job, PersistentTask
+from persistent.runtime.planner import Plan
 from persistent.sinks.base import Sink
 from state import NonWindowState, Window, WindowState
 
@@ -151,7 +153,7 @@ class SparkRuns:
 
     # -- this project ------------------------------------------------------------------
 
-    def job(self, name: str, dataset: Dataset, task: PersistentTask, files: int | None = None, **options) -> Job:
+    def job(self, name: str, dataset: Dataset, task: PersistentTask, files: int | None = None) -> Job:
         """A job of ``task`` over ``dataset`` (its first ``files`` files) in a fresh directory."""
         directory = self._directory(name, dataset)
         return Job(
@@ -161,14 +163,15 @@ class SparkRuns:
             checkpoint_dir=str(directory / "checkpoint"),
             checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS,
             on_progress=None,
-            **options,
         )
 
-    def run_job(self, name: str, dataset: Dataset, job: Job) -> RunResult:
+    def run_job(self, name: str, dataset: Dataset, job: Job, checkpoints: bool = True) -> RunResult:
+        """Runs ``job``; without ``checkpoints``, its key groups take none and no clock
+        is kept (``Plan``): what checkpoints cost is the difference."""
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
         with MemorySampler(self.spark) as memory:
             started = time.monotonic()
-            running = job.run(self.spark)
+            running = Plan.of(job, checkpoints).run(self.spark)
             result.wall_s = time.monotonic() - started
         return self._finish(result, batches_of(running.query), memory, job.checkpoint_dir)
 
@@ -182,10 +185,10 @@ class SparkRuns:
     def per_message(self, dataset: Dataset) -> RunResult:
         return self.run_job("per-message", dataset, self.job("per-message", dataset, CountSumPerMessage()))
 
-    def vectorized(self, dataset: Dataset, name: str = "vectorized", **options) -> tuple[RunResult, Job]:
-        """The vectorized task; ``options`` go to its ``Job``."""
-        job = self.job(name, dataset, CountSumVectorized(), **options)
-        return self.run_job(name, dataset, job), job
+    def vectorized(self, dataset: Dataset, name: str = "vectorized", checkpoints: bool = True) -> tuple[RunResult, Job]:
+        """The vectorized task, with or without its checkpoints and clock."""
+        job = self.job(name, dataset, CountSumVectorized())
+        return self.run_job(name, dataset, job, checkpoints), job
 
     def window(self, dataset: Dataset) -> RunResult:
         return self.run_job("window", dataset, self.job("window", dataset, WindowedCountSum()))
@@ -198,7 +201,7 @@ class SparkRuns:
         there; path B: it is lost, so the job restores every task at the clock)."""
         if lose_spark_checkpoint:
             shutil.rmtree(Path(job.checkpoint_dir) / "spark")
-        job.source = ParquetInput(dataset.files + (dataset.extra,), job.source.view_root)
+        job = replace(job, source=ParquetInput(dataset.files + (dataset.extra,), job.source.view_root))
         started = time.time()
         running = job.start(self.spark, available_now=True)
         running.query.awaitTermination()

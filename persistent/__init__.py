@@ -45,7 +45,7 @@ __all__ = [
 # `import persistent` stays light for pure-Python use.
 _LAZY = {
     "Job": "persistent.runtime.job",
-    "RunningJob": "persistent.runtime.job",
+    "RunningJob": "persistent.runtime.planner",
     "BatchProgress": "persistent.storage.job_directory",
     "Delivery": "persistent.runtime.delivery",
     "GeneratorSource": "persistent.sources.generator",

@@ -1,6 +1,6 @@
 """The driver's commit of one micro-batch: ``Commit``, plain Python.
 
-Spark's ``foreachBatch`` (``persistent.runtime.job``) computes the micro-batch, reads
+Spark's ``foreachBatch`` (``persistent.runtime.planner``) computes the micro-batch, reads
 the key groups' reports (``persistent.runtime.reports.GroupReport``) and hands them to
 a ``Commit`` with the batch's results, which the commit passes to the sink without
 looking into them, and a function that writes its dead letters. The commit then, in

@@ -12,7 +12,7 @@ the run's progress bar.
 Event times start at 1 ms, not 0: the job's watermark starts at 1 ms (Spark's at 0),
 and a message before it is late. (Later, the job's watermark is at most the newest
 event time seen, so messages sharing the newest time are in order:
-``persistent.runtime.job``.)
+``persistent.runtime.stateful``.)
 """
 
 from __future__ import annotations

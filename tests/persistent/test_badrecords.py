@@ -190,18 +190,20 @@ def test_dead_letters_read_back_by_batch(tmp_path):
 
 def test_a_job_takes_the_mode_by_name_and_refuses_others(tmp_path):
     from persistent import GeneratorSource, Job, SQLiteSink
+    from persistent.runtime.planner import Plan
 
     def job(**kwargs):
         return Job(ParseSum(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"), **kwargs)
 
-    assert job().bad_records is BadRecords.FAIL
+    assert Plan.of(job()).bad_records is BadRecords.FAIL
     dead = job(bad_records="dead-letter")
-    assert dead.bad_records is BadRecords.DEAD_LETTER
+    assert dead.bad_records == "dead-letter" and Plan.of(dead).bad_records is BadRecords.DEAD_LETTER
     assert dead.dead_letters.directory == f"{tmp_path / 'ck'}/dead-letters"
     assert job(dead_letter_dir="elsewhere/").dead_letters.directory == "elsewhere"
     with pytest.raises(ValueError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
         job(bad_records="skip")
-    assert job().late_records is LateRecords.DROP and job(late_records="output").late_records is LateRecords.OUTPUT
+    assert Plan.of(job()).late_records is LateRecords.DROP
+    assert Plan.of(job(late_records="output")).late_records is LateRecords.OUTPUT
     with pytest.raises(ValueError, match="late_records must be one of 'drop', 'output', got 'keep'"):
         job(late_records="keep")
     with pytest.raises(ValueError, match="max_event_time_skew_ms must be >= 0, got -1"):

@@ -3,12 +3,16 @@ directory starts under each, and counting lost and duplicated effects."""
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError, replace
+
 import pytest
 
 from monoids import Count
 from persistent import PersistentTask
+from persistent.core.errors import ConfigError
 from persistent.runtime.delivery import Delivery, Effects, Position, plan, write_effects
 from persistent.runtime.job import Job
+from persistent.runtime.planner import Plan
 from persistent.sinks.base import BatchId, Sink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.generator import GeneratorSource
@@ -49,8 +53,18 @@ def job(tmp_path, **settings):
 def test_a_setting_is_its_value_or_the_enum_and_exactly_once_is_the_default(tmp_path):
     assert [d.value for d in Delivery] == ["at-most-once", "at-least-once", "exactly-once"]
     assert Delivery.of("at-least-once") is AT_LEAST and Delivery.of(AT_MOST) is AT_MOST
-    assert job(tmp_path).delivery is EXACTLY
-    assert job(tmp_path, delivery="at-most-once").delivery is AT_MOST
+    assert Plan.of(job(tmp_path)).delivery is EXACTLY
+    assert Plan.of(job(tmp_path, delivery="at-most-once")).delivery is AT_MOST
+
+
+def test_a_job_is_a_frozen_spec_that_holds_its_settings_as_given(tmp_path):
+    made = job(tmp_path, delivery="at-least-once")
+    with pytest.raises(FrozenInstanceError):
+        made.delivery = "exactly-once"
+    changed = replace(made, delivery=EXACTLY)
+    assert made.delivery == "at-least-once" and Plan.of(changed).delivery is EXACTLY
+    with pytest.raises(ConfigError, match="delivery"):
+        replace(made, delivery="twice")
 
 
 def test_an_unknown_setting_names_the_choices(tmp_path):
@@ -60,14 +74,15 @@ def test_an_unknown_setting_names_the_choices(tmp_path):
 
 
 def test_a_sink_that_cannot_append_serves_exactly_once_only(tmp_path):
-    assert job(tmp_path, sink=WriteOnly()).delivery is EXACTLY
+    assert Plan.of(job(tmp_path, sink=WriteOnly())).delivery is EXACTLY
     with pytest.raises(ValueError, match="delivery 'at-least-once' appends .* WriteOnly has no append"):
         job(tmp_path, sink=WriteOnly(), delivery="at-least-once")
 
 
 def test_only_exactly_once_checkpoints_and_only_it_keeps_unwindowed_state(tmp_path):
     assert [d.checkpoints for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
-    assert [job(tmp_path, delivery=d).checkpoints for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
+    assert [Plan.of(job(tmp_path, delivery=d)).checkpoints for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
+    assert not Plan.of(job(tmp_path), checkpoints=False).checkpoints
     assert [d.carries_state(False) for d in (AT_MOST, AT_LEAST, EXACTLY)] == [False, False, True]
     assert all(d.carries_state(True) for d in Delivery)
 

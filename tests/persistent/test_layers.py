@@ -6,7 +6,8 @@ Every module is read with ``ast``, not imported, and every import counts for the
 layers, a lazy one inside a function as well: a room may import its own modules and
 those of lower rooms, never a higher room nor a room beside it (``sources`` and
 ``sinks`` stand side by side). ``persistent/__init__.py``, the package's face, stands
-above every room; no room imports it. Module-level imports form no cycle.
+above every room; no room imports it. Module-level imports form no cycle; one for
+type annotations only (under ``if TYPE_CHECKING:``) runs at no import and is no edge.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     tree = ast.parse(path.read_text(), str(path))
     local = {id(node) for scope in ast.walk(tree) if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                          ast.Lambda))
+                                                                          ast.Lambda)) or _type_checking(scope)
              for node in ast.walk(scope)}
     found = []
     for node in ast.walk(tree):
@@ -55,6 +56,11 @@ def imports(module: str) -> list[tuple[str, int, bool]]:
             if target.split(".")[0] in PACKAGES:
                 found.append((target, node.lineno, id(node) not in local))
     return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """Whether ``node`` is an ``if TYPE_CHECKING:`` block."""
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
 def room(module: str) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -137,10 +138,9 @@ def test_records_the_source_cannot_read_go_around_prepare(spark, tmp_path):
     progress = []
     job = field_sum_job(inputs, tmp_path, BadRecords.DEAD_LETTER, progress)
     # prepare keeps only the field n, as a number: values reach the task as bigint.
-    job.prepare = lambda rows: rows.select(
+    job = replace(job, task=PlainSum(), prepare=lambda rows: rows.select(
         "key", "timestamp", F.get_json_object("value", "$.n").cast("bigint").alias("value")
-    )
-    job.task = PlainSum()
+    ))
     job.run(spark)
     assert sums(tmp_path) == {"a": 11, "b": 2}
     letters = job.dead_letters.read()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_status_and_inspect_read_the_directory_of_a_job_that_ran(spark, tmp_path
          "--interval-ms", "500"]
     )
     job = count.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     job.run(spark)
     clock_ms = JobDirectory(LocalFileSystem(), checkpoint).clock.read().clock_ms
     assert clock_ms > 0

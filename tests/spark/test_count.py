@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_generated_message_counts_are_exact_and_the_clock_is_monotone(spark, tmp
             assert int.from_bytes(raw[end - 4:end], "big") == crc
         progress.append(batch)
 
-    job.on_progress = after_batch
+    job = replace(job, on_progress=after_batch)
     job.run(spark)
     # The progress bar follows Spark's offsets to the generator's end.
     assert capsys.readouterr().err.splitlines()[-1].startswith(f"[{'#' * 30}] 5,000/5,000 messages 100%")
@@ -82,7 +83,7 @@ def test_parquet_files_in_parquet_results_out(spark, tmp_path):
          "--input-format", "parquet", "--available-now", "--key-groups", "2", "--interval-ms", "50"]
     )
     job = count.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     job.run(spark)
     final = job.sink.read()
     # Every batch was written beside its place and swapped in whole.
@@ -107,7 +108,7 @@ def test_a_job_directory_copied_without_its_generation_file_writes_every_batch(s
              "--keys", "5", "--rows-per-batch", "500", "--available-now", "--key-groups", "2", "--interval-ms", "100"]
         )
         job = count.build_job(args)
-        job.on_progress = None
+        job = replace(job, on_progress=None)
         return job.run(spark).recovery
 
     run(tmp_path / "ck", 1_000)

@@ -13,6 +13,7 @@ Without failures, every example gives the same results with every setting.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_count_appends_per_batch_counts_that_sum_to_the_exact_counts(spark, tmp_
          "--keys", "7", "--rows-per-batch", "1000", "--available-now", "--key-groups", "4", "--delivery", delivery]
     )
     job = count.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     first = job.run(spark)
     again = job.run(spark)
     expected = {f"k{k}": len(range(k, 4000, 7)) for k in range(7)}
@@ -105,7 +106,7 @@ def test_wordcount_totals_are_exact_in_sqlite_and_parquet(spark, tmp_path, deliv
          "--available-now", "--key-groups", "8", "--delivery", delivery]
     )
     job = wordcount.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     job.run(spark)
     if output == "sqlite":
         with sqlite3.connect(tmp_path / "out.db") as db:
@@ -129,7 +130,7 @@ def test_window_averages_are_the_same_with_every_setting(spark, tmp_path):
              "--available-now", "--interval-ms", "500", "--delivery", delivery.value]
         )
         job = window_average.build_job(args)
-        job.on_progress = None
+        job = replace(job, on_progress=None)
         job.run(spark)
         with sqlite3.connect(workdir / "out.db") as db:
             results[delivery] = db.execute(

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
-from persistent.runtime.job import KEY_GROUPS_PER_CORE
+from persistent.runtime.planner import KEY_GROUPS_PER_CORE
 from persistent.storage.job_directory import RecoveryPath
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
@@ -25,7 +26,7 @@ def count_job(workdir, total: int, *more: str):
          "--total", str(total), "--keys", "50", "--rows-per-batch", "500", "--interval-ms", "100", *more]
     )
     job = count.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     return job
 
 
@@ -53,7 +54,7 @@ def window_job(workdir, total: int, *more: str):
          "--total", str(total), "--rows-per-batch", "2500", "--keys", "5", *more]
     )
     job = window_average.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     return job
 
 

@@ -5,6 +5,7 @@ tests' Spark applications do not."""
 from __future__ import annotations
 
 import urllib.error
+from dataclasses import replace
 
 import pytest
 
@@ -25,7 +26,7 @@ def test_the_metrics_endpoint_serves_the_rows_each_batch_read(spark, tmp_path, f
     job = count.build_job(args)
     scraped = []
     # Runs on the driver right after each micro-batch committed, while the query runs.
-    job.on_progress = lambda batch: scraped.append((batch, scrape(port, spark.sparkContext.appName)))
+    job = replace(job, on_progress=lambda batch: scraped.append((batch, scrape(port, spark.sparkContext.appName))))
     job.run(spark)
 
     assert sum(batch.rows for batch, _ in scraped) == total

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import pytest
 from crash_harness import Crasher
@@ -112,7 +113,7 @@ def count_job(tmp_path, name: str, total: int):
          "--key-groups", "8", "--interval-ms", "100"]
     )
     job = count.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     return dataclasses.replace(job, source=GeneratorSource(keys=40, total=total, step_ms=100, max_rows_per_batch=200))
 
 
@@ -154,14 +155,16 @@ def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
 
     from pyspark.sql.types import BinaryType
 
+    from persistent.runtime.planner import Plan
     from persistent.runtime.reports import GroupReport, Reports
     from persistent.storage.filesystems import JobStorage
 
     job = count_job(tmp_path, "schema", 10)
     recovery = job.run(spark).recovery
     reports = spark.sparkContext.accumulator({}, Reports())
-    frame = job._stateful(job._messages(spark, recovery.floor_ms), recovery, JobStorage(job.checkpoint_dir, None),
-                          reports)
+    plan = Plan.of(job)
+    frame = plan._stateful(plan._messages(spark, recovery.floor_ms), recovery, JobStorage(job.checkpoint_dir, None),
+                           reports)
     assert frame.schema.names == ["key", "window_start", "window_end", "value", "bad_record"]
     assert not any(isinstance(f.dataType, BinaryType) for f in frame.schema)
     assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None", "str | None"}

@@ -4,6 +4,7 @@ same clicks, in one run and under SIGKILL at crash points with restarts on both 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -54,7 +55,7 @@ def test_sessions_equal_pandas(spark, tmp_path):
 
     args = sessions.parser().parse_args(session_args(tmp_path, rows_per_batch=1_500))
     job = sessions.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     job.run(spark)
     assert_sessions_equal_pandas(tmp_path / "out.db")
 

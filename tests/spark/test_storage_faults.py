@@ -9,6 +9,7 @@ import collections
 import json
 import os
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -169,7 +170,7 @@ def test_a_job_on_a_full_disk_stops_with_a_durable_clock_and_continues_exactly(s
              str(inputs), "--available-now", "--key-groups", "2", "--interval-ms", "50"]
         )
         job = count.build_job(args)
-        job.on_progress = None
+        job = replace(job, on_progress=None)
         return job.run(spark)
 
     def durable_clock() -> int:

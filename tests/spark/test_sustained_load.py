@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -45,8 +46,8 @@ def test_memory_and_state_stay_bounded_and_the_clock_advances(spark, tmp_path):
     )
     job = window_average.build_job(args)
     # Event time follows the sequence at 1 ms per message; messages arrive at `rate` per second.
-    job.source = GeneratorSource(keys=keys, total=total, rows_per_second=rate, max_rows_per_batch=rate * 10)
-    job.on_progress = None
+    job = replace(job, source=GeneratorSource(keys=keys, total=total, rows_per_second=rate, max_rows_per_batch=rate * 10))
+    job = replace(job, on_progress=None)
     jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     running = job.start(spark, trigger_ms=2_000)
     samples = []  # (seconds, driver MB, state bytes, clock ms)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ def test_closed_window_averages_equal_pandas(spark, tmp_path):
          "--rows-per-batch", "1500", "--available-now", "--interval-ms", "500"]
     )
     job = window_average.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     job.run(spark)
     assert_windows_equal_pandas(tmp_path / "out.db", total, keys, size, step)
 

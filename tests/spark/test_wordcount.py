@@ -6,6 +6,7 @@ import collections
 import re
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -48,7 +49,7 @@ def run(spark, tmp_path, *options):
          "--files-per-batch", "1", *options]
     )
     job = wordcount.build_job(args)
-    job.on_progress = None
+    job = replace(job, on_progress=None)
     return job.run(spark)
 
 

@@ -1,0 +1,424 @@
+"""The planner: a ``Job`` on Spark, a ``PersistentTask`` on ``applyInPandasWithState``.
+
+``Plan.of(job)`` reads the job's settings once (choices parsed, the task's state
+spec computed); ``Plan.start`` plans recovery, builds the query and starts it.
+
+Messages are grouped by **key group** (``pmod(hash(key), key_groups)``), not by key:
+one Python call per group and micro-batch updates all of the group's keys with
+vectorized monoid folds (``persistent.runtime.keygroup``; the function Spark
+calls is ``persistent.runtime.stateful``). Each key group is a task with its
+own checkpoints and checkpoint clock. A fresh start sizes the key groups to the
+cluster (``KEY_GROUPS_PER_CORE`` per core Spark offers) unless the job names a
+number; the job directory records it, and the query runs as many shuffle partitions
+as there are cores (at most one per key group).
+
+Per micro-batch, inside Spark:
+
+1. each key group with messages (or whose event-time timeout fired because the
+   watermark passed its next checkpoint boundary: idle groups checkpoint too) applies
+   its messages, emits results, and, when the watermark has passed a boundary ``T``,
+   writes its checkpoint at ``T`` itself, on the executor, to the job directory
+   (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``
+   and its counts through a Spark accumulator (``persistent.runtime.reports``); its
+   whole state goes to Spark's state store;
+2. on the driver (``foreachBatch``, which hands the reports to the plain-Python
+   ``persistent.runtime.commit.Commit``): the results go to the sink (idempotent per
+   batch); then, once every key group known to the clock has reported its checkpoint
+   at ``T``, the global minimum checkpoint clock advances to the minimum of the tasks'
+   clocks. The clock never names a checkpoint that is not durable, and no state
+   bytes reach the driver: it collects reports of a few numbers per key group.
+
+A key group with no state in Spark's state store in a generation begun by path B
+reads its own checkpoint at the restore point (restore by reference), and every
+generation's first micro-batch wakes every key group (``persistent.runtime.heartbeats``), so
+a restored group that gets no message still checkpoints and never pins the clock.
+
+Bad records (``persistent.core.badrecords``) travel through the same query: the source
+marks the records it cannot read, a check before the watermark marks unusable event
+times (so they never move the watermark), and the key groups isolate the messages
+the task or its monoid refuses. Marked rows change no state; the driver fails the
+micro-batch on them or writes them to the dead-letter output, as the job says.
+
+See ``persistent.storage.job_directory`` for the restart paths A and B, and ``persistent.runtime.delivery``
+for what changes with at-least-once and at-most-once delivery.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, DeadLetters, LateRecords
+from persistent.core.errors import ConfigError
+from persistent.runtime.commit import Commit
+from persistent.runtime.delivery import Delivery, plan
+from persistent.runtime.heartbeats import heartbeats
+from persistent.runtime.metrics import JobMetrics
+from persistent.runtime.progress import ProgressBar, stderr
+from persistent.runtime.reports import Reports
+from persistent.runtime.rescale import rescale_if_asked
+from persistent.runtime.stateful import group_function
+from persistent.sinks.base import BatchId
+from persistent.sources.base import Source
+from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
+from persistent.storage.hadoop_fs import HadoopFileSystem
+from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath
+from state.errors import StorageError
+from state.fs import FileSystem
+from state.persistent_state import PersistentState
+from state.table import describe
+
+if TYPE_CHECKING:  # the job module imports this one
+    from persistent.runtime.job import Job
+
+__all__ = ["Plan", "RunningJob", "KEY_GROUPS_PER_CORE"]
+
+#: How often ``Job.run`` looks at the query's progress for its progress bar.
+_PROGRESS_POLL_SECONDS = 0.5
+
+_NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
+#: Key groups per core of the cluster (``defaultParallelism``) on a fresh start without
+#: ``Job.key_groups``: enough to even out uneven groups, few enough that a group's
+#: fixed cost per micro-batch stays small.
+KEY_GROUPS_PER_CORE = 4
+#: Rows per Arrow batch between the JVM and the key groups' Python workers.
+ARROW_BATCH_ROWS = 100_000
+#: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
+MAX_EVENT_TIME_MS = 253_402_300_799_999
+
+@dataclass(frozen=True)
+class Plan:
+    """A job's settings as the runtime uses them: the choices parsed, the task's state
+    spec computed once, checkpoints on only where the delivery keeps them.
+
+    ``Plan.of`` checks what ``Job`` cannot see in its numbers alone: the choices, the
+    sink against the delivery, the checkpoint directory against the executors' file
+    systems, the task's declaration. ``checkpoints=False`` turns the key groups'
+    checkpoints and the clock off (Spark's checkpoint location alone holds the state,
+    recovery path A only): the benchmark measures what checkpoints cost with it.
+    """
+
+    job: Job
+    spec: PersistentState
+    delivery: Delivery
+    bad_records: BadRecords
+    late_records: LateRecords
+    checkpoints: bool
+
+    @classmethod
+    def of(cls, job: Job, checkpoints: bool = True) -> Plan:
+        delivery = Delivery.of(job.delivery, "Job: delivery")
+        delivery.check_sink(job.sink)
+        # Only exactly-once checkpoints its tasks and keeps a clock.
+        checkpoints = checkpoints and delivery.checkpoints
+        if checkpoints:
+            filesystem_for(job.checkpoint_dir, job.webhdfs_address)  # the executors write there
+        return cls(job, job.task.state_spec(), delivery, _choice(BadRecords, job.bad_records, "bad_records"),
+                   _choice(LateRecords, job.late_records, "late_records"), checkpoints)
+
+    @property
+    def windowed(self) -> bool:
+        return self.spec.window is not None
+
+    def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
+        """Plans recovery, builds the query and starts it; with ``Job.metrics_port``,
+        first serves the metrics (until ``RunningJob.stop``)."""
+        metrics = None
+        if self.job.metrics_port is not None:
+            metrics = JobMetrics(self.job.metrics_port, spark.sparkContext.appName)
+            stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
+        try:
+            return self._start(spark, available_now, trigger_ms, metrics)
+        except BaseException:
+            if metrics:
+                metrics.close()
+            raise
+
+    def run(self, spark, available_now: bool = True) -> RunningJob:
+        """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
+        job = self.job
+        running = self.start(spark, available_now=available_now)
+        try:
+            # A source of its own (anything with ``stream``) may have no backlog: no bar then.
+            backlog_of = getattr(job.source, "backlog", None) if available_now and job.progress_bar else None
+            storage = JobStorage(job.checkpoint_dir, job.webhdfs_address)
+            backlog = backlog_of(running.recovery.floor_ms, **_job_of(job.source, storage)) if backlog_of else None
+            if backlog is None:
+                running.query.awaitTermination()
+            else:
+                running.show_progress(ProgressBar(backlog))
+        finally:
+            running.stop()
+        return running
+
+    def _start(self, spark, available_now: bool, trigger_ms: int | None, metrics: JobMetrics | None) -> RunningJob:
+        job = self.job
+        _ship_by_value(type(job.task))
+        directory = JobDirectory(self._filesystem(spark), job.checkpoint_dir)
+        storage = JobStorage(job.checkpoint_dir, job.webhdfs_address)
+        if self.checkpoints:  # also finishes a rescale a crash interrupted
+            rescaled = rescale_if_asked(spark, directory, job.key_groups, storage, self.spec,
+                                        job.checkpoint_interval_ms,
+                                        lambda: self._messages(spark, 0).schema["key"].dataType.simpleString())
+            if rescaled:
+                stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
+                            f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
+        cores = spark.sparkContext.defaultParallelism
+        recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
+                        describe(self.spec.monoid, job.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
+                        job.sink.newest_generation(spark))
+        stderr.line(f"[persistent] {recovery.describe()}")
+        if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
+            # Appended batches carry no marker that a reused batch id could hit.
+            job.sink.check_fresh_start(spark)
+        if isinstance(job.source, Source):
+            job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
+        reports = spark.sparkContext.accumulator({}, Reports())
+        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage, reports)
+        listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
+        commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
+                        self.checkpoints, listeners)
+        name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
+        writer = results.writeStream.queryName(name).foreachBatch(_ForeachBatch(commit, reports, job.dead_letters))
+        writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        elif trigger_ms:
+            writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
+        # A query takes the session's settings when it starts (and keeps its number of
+        # state partitions in its checkpoint): one shuffle partition per core, and Arrow
+        # batches that hold a key group's messages in one chunk, not ten thousand rows at a
+        # time (Spark hands a group's state to Python again with each chunk).
+        settings = {"spark.sql.shuffle.partitions": str(min(recovery.key_groups, cores)),
+                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS)}
+        previous = {name: spark.conf.get(name) for name in settings}
+        for name, value in settings.items():
+            spark.conf.set(name, value)
+        try:
+            query = writer.start()
+        finally:
+            for name, value in previous.items():
+                spark.conf.set(name, value)
+        return RunningJob(query, recovery, directory, metrics)
+
+    def _filesystem(self, spark) -> FileSystem:
+        """The driver's file system for the job directory: the one the executors use
+        (``persistent.storage.filesystems``: no JVM round trip per file), or Hadoop's FileSystem
+        API for a scheme only Hadoop serves (possible without checkpoints)."""
+        try:
+            return filesystem_for(self.job.checkpoint_dir, self.job.webhdfs_address)
+        except UnsupportedFileSystemError:
+            return HadoopFileSystem(spark, self.job.checkpoint_dir)
+
+    def _messages(self, spark, start_ms: int, storage: JobStorage | None = None):
+        """Source from event time ``start_ms`` (keeping its records in ``storage``),
+        then ``prepare``: columns ``key``, ``timestamp``, ``value`` and ``bad_record``.
+        Rows the source marked bad go around ``prepare``."""
+        from pyspark.sql import functions as F
+
+        job = self.job
+        raw = job.source.stream(spark, start_ms, **_job_of(job.source, storage))
+        marks = BAD_RECORD_COLUMN in raw.columns
+        if job.prepare is None:
+            return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, F.lit(None).cast("string"))
+        good = raw.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN) if marks else raw
+        no_mark = F.lit(None).cast("string").alias(BAD_RECORD_COLUMN)
+        prepared = job.prepare(good).select("key", "timestamp", "value", no_mark)
+        if not marks:
+            return prepared
+        types = {c.name: c.dataType for c in prepared.schema}
+        bad = raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(
+            _placeholder(types["key"]).alias("key"), F.col("timestamp").cast(types["timestamp"]),
+            _placeholder(types["value"]).alias("value"), BAD_RECORD_COLUMN,
+        )
+        return prepared.unionByName(bad)
+
+    def _time_check(self):
+        """``bad_record`` of a message whose event time is unusable, else null. It runs
+        before the watermark, which such a time would otherwise move."""
+        from pyspark.sql import functions as F
+
+        millis, skew_ms = F.col("timestamp").try_cast("bigint"), self.job.max_event_time_skew_ms
+
+        def bad(reason):
+            return F.to_json(F.struct(F.to_json(F.struct("key", "timestamp", "value")).alias("record"),
+                                      reason.alias("reason")))
+
+        check = (
+            F.when(millis.isNull(), bad(F.lit("no event time: the timestamp is null or not an integer of ms")))
+            .when(millis < 0, bad(F.format_string("event time %d ms is negative", millis)))
+            .when(millis > MAX_EVENT_TIME_MS, bad(F.format_string("event time %d ms is after the year 9999", millis)))
+        )
+        if skew_ms is not None:
+            # In a streaming query current_timestamp() is the micro-batch's time, kept in
+            # Spark's offset log: a replayed batch decides the same.
+            batch_ms = F.unix_millis(F.current_timestamp())
+            check = check.when(millis > batch_ms + skew_ms, bad(F.format_string(
+                "event time %d ms is more than %d ms after the micro-batch's time %d ms",
+                millis, F.lit(skew_ms), batch_ms,
+            )))
+        return millis, check
+
+    def _stateful(self, messages, recovery: Recovery, storage: JobStorage, reports):
+        """The key groups' rows: results, and dead letters (``bad_record`` not null); each
+        group adds its ``GroupReport`` to the accumulator ``reports``."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        job = self.job
+        key_type = messages.schema["key"].dataType.simpleString()
+        monoid = self.spec.monoid
+        value_type = "string" if monoid.json_results else _NUMPY_TO_SPARK[monoid.result_dtype.kind]
+        output = (f"key {key_type}, window_start bigint, window_end bigint, value {value_type}, "
+                  f"{BAD_RECORD_COLUMN} string")
+        millis, time_check = self._time_check()
+        good = F.col(BAD_RECORD_COLUMN).isNull()
+        rows = (
+            messages.select("key", millis.alias("timestamp"), "value",
+                            F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN),
+                            # The source partition the row was read in: the same when a
+                            # micro-batch is replayed from the same offsets.
+                            F.spark_partition_id().alias("part"))
+            # Bad records spread over the groups by their text; their null event time
+            # neither moves the watermark nor makes them late.
+            .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {recovery.key_groups})"))
+                        .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {recovery.key_groups})")))
+        )
+        if self.checkpoints and recovery.heartbeats:
+            types = {c.name: c.dataType for c in rows.schema}
+            rows = rows.unionByName(heartbeats(messages.sparkSession, recovery.key_groups).select(
+                _placeholder(types["key"]).alias("key"), F.lit(None).cast("bigint").alias("timestamp"),
+                _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
+                F.lit(-1).alias("part"), "grp",
+            ))
+        # Spark's watermark trails ours by a millisecond (``stateful._watermark_ms``), so a row
+        # at the newest event time seen is in order.
+        timed = rows.withColumn("event_time", F.when(good, F.timestamp_millis("timestamp"))).withWatermark(
+            "event_time", f"{job.watermark_delay_ms + 1} milliseconds")
+        # The key groups decide what is late, against the micro-batch's watermark, and count
+        # or output it. Spark's operator would drop late rows first, by its column that
+        # carries the watermark's mark; nulled here, the column drops none, and the mark
+        # keeps the watermark (getCurrentWatermarkMs, event-time timeouts) working.
+        mark = timed.schema["event_time"].metadata
+        grouped = timed.withColumn(
+            "event_time", F.lit(None).cast("timestamp").alias("event_time", metadata=mark)
+        ).groupBy("grp")
+        function = group_function(
+            job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
+            self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
+        )
+        return grouped.applyInPandasWithState(
+            function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
+        )
+
+
+def _choice(kind: type[enum.Enum], value, name: str):
+    """``value`` as a member of the enum ``kind``, or a ``ValueError`` naming the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in kind)
+        raise ConfigError(f"Job: {name} must be one of {choices}, got {value!r}") from None
+
+
+def _job_of(source, storage: JobStorage | None) -> dict:
+    """The job directory argument of ``source``'s ``stream`` and ``backlog``: a source
+    of its own (anything with ``stream``) takes none."""
+    return {"job": storage} if isinstance(source, Source) else {}
+
+
+def _placeholder(data_type):
+    """A value of ``data_type`` for a bad record's row: null, except for numbers, whose
+    nulls pandas would turn the whole column to floats for."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, NumericType
+
+    if isinstance(data_type, (NumericType, BooleanType)):
+        return F.lit(0).cast(data_type)
+    return F.lit(None).cast(data_type)
+
+
+def _ship_by_value(task_class: type) -> None:
+    """Lets executors unpickle the task even when its module (an example script, a
+    notebook module) is not installed on them: its code travels with the query."""
+    from pyspark import cloudpickle
+
+    module = sys.modules.get(task_class.__module__)
+    if module is not None and module.__name__ != "__main__":
+        cloudpickle.register_pickle_by_value(module)
+
+
+class _ForeachBatch:
+    """Spark's ``foreachBatch``: computes the micro-batch once, into Spark's cache, and
+    hands the key groups' reports, its results and its dead letters to ``Commit``."""
+
+    def __init__(self, commit: Commit, reports, dead_letters: DeadLetters):
+        self.commit, self.dead_letters = commit, dead_letters
+        #: The accumulator the key groups add their ``GroupReport`` to.
+        self.reports = reports
+
+    def __call__(self, frame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        started = time.monotonic()
+        self.reports.value = {}
+        frame.persist()
+        try:
+            # The first action computes the micro-batch, into the cache, and the key groups'
+            # reports; the dead letters and the sink read the cache.
+            frame.count()
+            reports = list(self.reports.value.values())
+            computing_s = time.monotonic() - started
+
+            def write_dead_letters(batch: BatchId) -> None:
+                bad = frame.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(BAD_RECORD_COLUMN)
+                self.dead_letters.write(bad, batch)
+
+            results = frame.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN)
+            self.commit(batch_id, reports, results, write_dead_letters, computing_s)
+        except StorageError as exc:
+            exc.add_note(
+                f"micro-batch {self.commit.recovery.generation}.{batch_id} of {self.commit.directory.root} is not "
+                f"committed; the clock names durable checkpoints only. Once the storage is fixed, start "
+                f"the job again on the same checkpoint directory: it replays this micro-batch (path A)."
+            )
+            raise
+        finally:
+            frame.unpersist()
+
+
+@dataclass
+class RunningJob:
+    """A started job: its Spark query and how it started."""
+
+    query: object
+    recovery: Recovery
+    directory: JobDirectory
+    #: Serves the job's metrics (``Job.metrics_port``) until ``stop``.
+    metrics: JobMetrics | None = None
+
+    def stop(self) -> None:
+        """Stops the query, and the metrics server."""
+        self.query.stop()
+        if self.metrics:
+            self.metrics.close()
+
+    def show_progress(self, bar: ProgressBar) -> None:
+        """Waits until the query ends, updating ``bar`` from Spark's progress reports."""
+        try:
+            while not self.query.awaitTermination(_PROGRESS_POLL_SECONDS):
+                self._update(bar)
+            self._update(bar)
+        finally:
+            bar.close()
+
+    def _update(self, bar: ProgressBar) -> None:
+        # The run's first report says where it began; later, only the newest matters.
+        reports = self.query.recentProgress if bar.begin is None else [self.query.lastProgress]
+        reports = [r for r in reports if r is not None and r.sources]
+        if reports:
+            bar.update(reports[0].sources[0].startOffset, reports[-1].sources[0].endOffset)

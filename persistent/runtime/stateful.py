@@ -1,0 +1,204 @@
+"""The key groups' function inside ``applyInPandasWithState``: it runs on the executors.
+
+For each key group with messages in a micro-batch (or whose event-time timeout
+fired), Spark calls ``run_group`` with the group's rows and its state in Spark's
+state store. The group's ``KeyGroup`` (``persistent.runtime.keygroup``) is decoded
+from that state, restored from its own checkpoint (restore by reference, in a
+generation begun by path B) or started empty; it applies the messages, emits its
+results, writes its checkpoint when the watermark has passed a boundary, hands its
+new state back to Spark and adds its ``GroupReport`` to the job's accumulator. The
+rows it yields are its results and dead letters; no state bytes reach the driver.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRecords, LateRecords, late_messages
+from persistent.core.faults import crash_point
+from persistent.core.task import PersistentTask
+from persistent.runtime.keygroup import KeyGroup
+from persistent.runtime.reports import GroupReport
+from persistent.storage.filesystems import JobStorage
+from persistent.storage.job_directory import JobDirectory, Recovery
+from state.boundaries import boundary_after
+from state.checkpoint_store import Written
+from state.errors import StorageError
+
+__all__ = ["group_function"]
+
+
+def group_function(
+    task: PersistentTask,
+    interval_ms: int,
+    recovery: Recovery,
+    checkpoints: bool,
+    mode: BadRecords,
+    late_records: LateRecords,
+    carries: bool,
+    storage: JobStorage,
+    reports,
+):
+    """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
+    checkpointed every ``interval_ms`` (with ``checkpoints``) into ``storage``, in the
+    generation ``recovery`` began; bad records and late messages handled as ``mode``
+    and ``late_records`` say; the state kept in Spark's state store if it ``carries``
+    over to the next micro-batch; reports added to the accumulator ``reports``. Only
+    these travel to the executors, not the job (its source and sink stay on the driver)."""
+    floor_ms, restored = recovery.floor_ms, recovery.restored
+
+    def run_group(key, frames, state):
+        grp = int(key[0])
+        if state.exists and carries:
+            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
+        elif grp in restored:
+            # Restore by reference: this group's own checkpoint at its generation's floor.
+            group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
+        else:
+            group = KeyGroup(task, interval_ms, floor_ms)
+        applied = replayed = late = 0
+        max_time_ms = -1
+        bad: list[str] = []
+        late_output: list[str] = []
+        watermark_ms = max(_watermark_ms(state), floor_ms)
+        messages = _messages_of(frames)
+        if len(messages):
+            max_time_ms = _newest_ms(messages)
+            try:
+                outcome = group.apply(messages, mode, watermark_ms)
+                applied, replayed, late = outcome.applied, outcome.replayed, outcome.late_count
+                bad = [record.json() for record in outcome.bad]
+                if late_records is LateRecords.OUTPUT:
+                    late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
+            except BadRecordError as exc:
+                bad = [exc.record.json()]  # the group is as before; the driver fails the micro-batch
+        results, checkpoint = group.advance(watermark_ms, checkpoints)
+        written, writing_s = Written(0, 0), 0.0
+        if checkpoint:
+            began = time.monotonic()
+            written = _persist(storage.directory(), grp, *checkpoint)
+            writing_s = time.monotonic() - began
+            crash_point("checkpoints")
+        encoded = b""
+        if carries:
+            encoded = group.encode()
+            state.update((encoded,))
+            crash_point("group")
+            # Wake this group when the watermark reaches its next boundary, even with no input.
+            # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
+            state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))
+        reports.add({grp: GroupReport(
+            grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
+            watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
+            bad_records=len(bad), first_bad=min(bad, default=None), late_records=len(late_output),
+            checkpoint_ms=checkpoint[0] if checkpoint else None, checkpoint_bytes=written.size,
+            checkpoint_crc=written.crc, checkpoint_seconds=writing_s,
+        )})
+        # A job that fails on bad records needs only the report's first one.
+        dead_letters = (bad if mode is BadRecords.DEAD_LETTER else []) + late_output
+        yield _output(results, group.monoid, dead_letters)
+
+    return run_group
+
+
+def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Written:
+    """Writes key group ``grp``'s checkpoint at ``time_ms``; returns its file's size and CRC32.
+
+    A retried or speculative attempt of the task writes the same state to the same
+    path, atomically: whichever rename comes last leaves one intact file.
+    """
+    try:
+        return directory.store(grp).persist(time_ms, data)
+    except StorageError as exc:
+        exc.add_note(
+            f"key group {grp}'s checkpoint at {time_ms} ms is not durable, and the micro-batch is not "
+            f"committed; the clock names durable checkpoints only. Once the storage is fixed, start the "
+            f"job again on the same checkpoint directory {directory.root}: it replays this micro-batch (path A)."
+        )
+        raise
+
+
+def _watermark_ms(state) -> int:
+    """The job's watermark in a micro-batch: a message older than it is late.
+
+    Spark's watermark is the newest event time of the earlier micro-batches minus the
+    job's delay and 1 ms; the job's is 1 ms later, so a message at the newest event
+    time seen is in order."""
+    return state.getCurrentWatermarkMs() + 1
+
+
+#: What a key group reads of Spark's rows: the message, its bad-record mark and the
+#: source partition it was read in (not ``grp``, the group's key, nor the null ``event_time``).
+_INPUT_COLUMNS = ("key", "timestamp", "value", BAD_RECORD_COLUMN, "part")
+
+
+def _messages_of(frames) -> pd.DataFrame:
+    """The group's messages from Spark's chunks of rows, without heartbeats, in order.
+
+    Joined column by column: ``pd.concat`` of the chunks would first scan their
+    all-null columns for a common type, a sixth of a group's Python time."""
+    chunks = [_without_heartbeats(frame) for frame in frames]
+    if not chunks:
+        return pd.DataFrame({name: np.empty(0, dtype=object) for name in _INPUT_COLUMNS})
+    columns = {name: [chunk[name].to_numpy() for chunk in chunks] for name in _INPUT_COLUMNS}
+    return _in_order(pd.DataFrame(
+        {name: parts[0] if len(parts) == 1 else np.concatenate(parts) for name, parts in columns.items()},
+        copy=False,
+    ))
+
+
+def _in_order(messages: pd.DataFrame) -> pd.DataFrame:
+    """The group's messages by event time, then source partition, then their order in
+    it: the order it folds them in, the same in every run of a micro-batch, whatever
+    order Spark's shuffle fetched the source partitions' rows in (which matters for
+    ``Last`` on tied times, float sums, ...). The shuffle keeps the rows of one source
+    partition in their order; the sort is stable."""
+    times, parts = messages["timestamp"].to_numpy(), messages["part"].to_numpy()
+    if len(messages) > 1:
+        steps, moves = np.diff(times), np.diff(parts)
+        if not np.all((steps > 0) | ((steps == 0) & (moves >= 0))):
+            messages = messages.iloc[np.lexsort((parts, times))]
+    return messages
+
+
+def _without_heartbeats(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame without heartbeat rows (``persistent.runtime.heartbeats``): no event time, no bad-record mark."""
+    times = frame["timestamp"]
+    if times.dtype.kind != "f":  # Spark hands over a bigint column with nulls as floats
+        return frame
+    beats = times.isna() & frame[BAD_RECORD_COLUMN].isna()
+    if not beats.any():
+        return frame
+    frame = frame[~beats.to_numpy()]
+    if frame["timestamp"].notna().all():
+        frame = frame.assign(timestamp=frame["timestamp"].astype(np.int64))
+    return frame
+
+
+def _newest_ms(frame: pd.DataFrame) -> int:
+    """The newest event time of the frame's unmarked messages; -1 without any."""
+    times = frame.loc[frame[BAD_RECORD_COLUMN].isna(), "timestamp"]
+    return int(times.max()) if len(times) else -1
+
+
+def _output(results: pd.DataFrame, monoid, dead_letters: list[str]) -> pd.DataFrame:
+    """A group's rows: its results (``bad_record`` null), then its dead letters
+    (``BadRecord`` JSON), whose value is a zero of the results' type, which keeps a
+    numeric column numeric. Built from numpy columns."""
+    values = results["value"].to_numpy()
+    if monoid.json_results:
+        values = np.array([monoid.present_json(v) for v in values.tolist()], dtype=object)
+    columns = {"key": results["key"].to_numpy(), "window_start": results["window_start"].to_numpy(),
+               "window_end": results["window_end"].to_numpy(), "value": values,
+               BAD_RECORD_COLUMN: np.full(len(results), None, dtype=object)}
+    if dead_letters:
+        count = len(dead_letters)
+        value = None if values.dtype.kind == "O" else np.zeros(1, dtype=values.dtype)[0]
+        more = {"key": np.full(count, None, dtype=object), "window_start": np.full(count, -1),
+                "window_end": np.full(count, -1), "value": np.full(count, value, dtype=values.dtype),
+                BAD_RECORD_COLUMN: np.array(dead_letters, dtype=object)}
+        columns = {name: np.concatenate([column, more[name]]) for name, column in columns.items()}
+    return pd.DataFrame(columns, copy=False)
