@@ -95,7 +95,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
         install(directory, unfinished)
         return unfinished
     current = directory.read_generation()
-    recorded = current["key_groups"] if current else None
+    recorded = current.key_groups if current else None
     if key_groups is None or recorded in (None, key_groups):
         return None
     if directory.spark_started():

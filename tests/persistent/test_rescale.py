@@ -34,7 +34,7 @@ def assert_installed(directory) -> None:
     record = directory.clock.read()
     assert (record.clock_ms, dict(record.task_clocks)) == (2000, {"group-00000": 2000, "group-00001": 2000})
     assert directory.clock.history() == [record]  # no rewind reaches the old layout
-    assert directory.read_generation()["key_groups"] == 2
+    assert directory.read_generation().key_groups == 2
     assert pending(directory) is None and not directory.fs.exists(directory.fs.join(directory.root, "rescale"))
 
 
