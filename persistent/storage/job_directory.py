@@ -14,6 +14,9 @@
     DIR/failed-batch           the micro-batch that last failed on a bad record, before
                                any of its effects (its input may be fixed for the replay;
                                ``FailedBatch``)
+    DIR/delivery               the delivery setting the directory was written with
+                               (``persistent.runtime.delivery``)
+    DIR/position               at-most-once's position taken (``DeliveryPosition``)
     DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``)
 
 Each small JSON record is a frozen dataclass (``Record``); reading one that is no
@@ -64,6 +67,7 @@ __all__ = [
     "Generation",
     "BatchProgress",
     "FailedBatch",
+    "DeliveryPosition",
     "task_name",
     "task_index",
     "PROGRESS_KEPT",
@@ -230,6 +234,15 @@ class FailedBatch(Record):
 
 
 @dataclass(frozen=True)
+class DeliveryPosition(Record):
+    """``DIR/position``, at-most-once's only durable record (``persistent.runtime.delivery``):
+    the run's generation and the event time after every message taken so far."""
+
+    generation: int
+    next_ms: int
+
+
+@dataclass(frozen=True)
 class BatchProgress(Record):
     """What one micro-batch did, as reported by the driver: the record
     ``record_progress`` keeps in ``DIR/progress/`` and ``persistent status`` reads."""
@@ -308,6 +321,9 @@ class JobDirectory:
         self.progress = fs.join(self.root, "progress")
         self.input_log = fs.join(self.root, "input")
         self._failed_batch = fs.join(self.root, "failed-batch")
+        #: The delivery setting, a word (``persistent.runtime.delivery.Delivery``).
+        self.delivery = fs.join(self.root, "delivery")
+        self._position = fs.join(self.root, "position")
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
@@ -342,6 +358,14 @@ class JobDirectory:
         its effects (on a bad record, with ``BadRecords.FAIL``): its input may be fixed
         before the replay."""
         self._write(self._failed_batch, FailedBatch(generation, batch))
+
+    def read_position(self) -> DeliveryPosition | None:
+        """At-most-once's position taken, or None before the first run."""
+        return self._read(DeliveryPosition, self._position, "delete it to start the sources from the beginning")
+
+    def record_position(self, position: DeliveryPosition) -> None:
+        """Writes at-most-once's position taken."""
+        self._write(self._position, position)
 
     def failed_batch_offsets(self) -> tuple[list[str], list[str]] | None:
         """The offsets (JSON, one per source of the query) where the micro-batch recorded

@@ -13,10 +13,10 @@ import pytest
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.runtime import commit as commit_module
 from persistent.runtime.commit import Commit
-from persistent.runtime.delivery import Delivery, Position
+from persistent.runtime.delivery import Delivery
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, task_name
+from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath, task_name
 from state.errors import ClockError
 from state.fs import LocalFileSystem
 
@@ -42,7 +42,7 @@ class RecordingSink(Sink):
         self.events.append(("sink", batch, self.directory.clock.read()))
 
     def append(self, results, batch, windowed):
-        self.events.append(("append", batch, Position(self.directory).read()))
+        self.events.append(("append", batch, self.directory.read_position()))
 
 
 @pytest.fixture
@@ -191,7 +191,7 @@ def test_without_checkpoints_the_commit_keeps_no_clock(directory, events, make_c
 def test_at_most_once_takes_the_position_before_the_sink_appends(directory, events, make_commit):
     commit = make_commit(delivery=Delivery.AT_MOST_ONCE, checkpoints=False)
     commit(0, [report(0, max_time_ms=250), report(1, max_time_ms=180)], None, events.dead_letters)
-    assert events == [("append", BatchId(0, 0), (0, 251))]
+    assert events == [("append", BatchId(0, 0), DeliveryPosition(0, 251))]
 
 
 def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order(directory, events, make_commit):

@@ -12,6 +12,7 @@ from test_recovery import directory  # noqa: F401 (a fixture)
 from persistent.storage.job_directory import (
     PROGRESS_KEPT,
     BatchProgress,
+    DeliveryPosition,
     FailedBatch,
     Generation,
     JobDirectory,
@@ -38,6 +39,7 @@ def spark_replays(directory, batch: int) -> None:
 KINDS = {
     Generation: (lambda d: d.fs.join(d.root, "generation"), JobDirectory.read_generation, "floor_ms"),
     FailedBatch: (lambda d: d.fs.join(d.root, "failed-batch"), JobDirectory.failed_batch_offsets, "batch"),
+    DeliveryPosition: (lambda d: d.fs.join(d.root, "position"), JobDirectory.read_position, "next_ms"),
     BatchProgress: (lambda d: d.fs.join(d.progress, "000001-000000000000.json"),
                     lambda d: d.read_progress(1), "watermark_ms"),
 }
@@ -46,6 +48,7 @@ RECORDS = [
     Generation(3, 2000, 4, frozenset({2, 0}), True, {"monoid": {"name": "count"}, "interval_ms": 100}),
     Generation(0, 0),
     FailedBatch(1, 7),
+    DeliveryPosition(2, 1500),
     progress(),
     progress(clock_ms=None, seconds=2, checkpoint_seconds=None, commit_seconds=0.1),
 ]
@@ -59,6 +62,8 @@ def test_a_record_reads_back_what_it_writes(record):
 def test_the_directory_reads_back_each_record_it_writes(directory):
     directory.plan(4)
     assert directory.read_generation() == Generation(0, 0, 4, heartbeats=True)
+    directory.record_position(DeliveryPosition(2, 1500))
+    assert directory.read_position() == DeliveryPosition(2, 1500)
     directory.record_progress(progress(0))
     directory.record_progress(progress(1, rows=4))
     assert directory.read_progress(10) == [progress(0), progress(1, rows=4)]
@@ -77,6 +82,7 @@ def test_progress_keeps_the_newest_records(directory):
 def test_before_they_are_written_there_are_no_records(directory):
     assert directory.read_generation() is None and directory.failed_batch_offsets() is None
     assert directory.read_progress(10) == []
+    assert directory.read_position() is None
 
 
 @pytest.mark.parametrize(
@@ -85,6 +91,7 @@ def test_before_they_are_written_there_are_no_records(directory):
         ('{"floor_ms": 2000, "generation": 3, "heartbeats": true, "key_groups": 4, "restored": [0, 2], "state": null}',
          Generation(3, 2000, 4, frozenset({0, 2}), True)),
         ('{"generation": 1, "batch": 7}', FailedBatch(1, 7)),
+        ('{"generation": 2, "next_ms": 1500}', DeliveryPosition(2, 1500)),
     ],
 )
 def test_a_record_is_stored_as_before(stored, record):
