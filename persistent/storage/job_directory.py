@@ -17,7 +17,8 @@
     DIR/delivery               the delivery setting the directory was written with
                                (``persistent.runtime.delivery``)
     DIR/position               at-most-once's position taken (``DeliveryPosition``)
-    DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``)
+    DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``):
+                               the staged checkpoints, then the plan (``RescalePlan``)
 
 Each small JSON record is a frozen dataclass (``Record``); reading one that is no
 JSON, lacks a field or holds a wrong type raises ``CorruptCheckpointError`` naming
@@ -68,6 +69,7 @@ __all__ = [
     "BatchProgress",
     "FailedBatch",
     "DeliveryPosition",
+    "RescalePlan",
     "task_name",
     "task_index",
     "PROGRESS_KEPT",
@@ -243,6 +245,16 @@ class DeliveryPosition(Record):
 
 
 @dataclass(frozen=True)
+class RescalePlan(Record):
+    """``DIR/rescale/plan``: a rescale at clock ``clock_ms`` from ``from_groups`` to
+    ``to_groups`` key groups whose install has begun (``persistent.runtime.rescale``)."""
+
+    clock_ms: int
+    from_groups: int
+    to_groups: int
+
+
+@dataclass(frozen=True)
 class BatchProgress(Record):
     """What one micro-batch did, as reported by the driver: the record
     ``record_progress`` keeps in ``DIR/progress/`` and ``persistent status`` reads."""
@@ -324,6 +336,10 @@ class JobDirectory:
         #: The delivery setting, a word (``persistent.runtime.delivery.Delivery``).
         self.delivery = fs.join(self.root, "delivery")
         self._position = fs.join(self.root, "position")
+        self.rescale = fs.join(self.root, "rescale")
+        #: Where a rescale stages the new key groups' checkpoints.
+        self.rescale_checkpoints = fs.join(self.rescale, "checkpoints")
+        self._rescale_plan = fs.join(self.rescale, "plan")
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
@@ -366,6 +382,14 @@ class JobDirectory:
     def record_position(self, position: DeliveryPosition) -> None:
         """Writes at-most-once's position taken."""
         self._write(self._position, position)
+
+    def read_rescale_plan(self) -> RescalePlan | None:
+        """The rescale whose install has begun but not finished, if any."""
+        return self._read(RescalePlan, self._rescale_plan)
+
+    def record_rescale_plan(self, plan: RescalePlan) -> None:
+        """Records that the install of ``plan`` begins: every new key group's checkpoint is staged."""
+        self._write(self._rescale_plan, plan)
 
     def failed_batch_offsets(self) -> tuple[list[str], list[str]] | None:
         """The offsets (JSON, one per source of the query) where the micro-batch recorded

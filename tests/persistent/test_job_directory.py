@@ -16,6 +16,7 @@ from persistent.storage.job_directory import (
     FailedBatch,
     Generation,
     JobDirectory,
+    RescalePlan,
 )
 from state.errors import CorruptCheckpointError
 
@@ -40,6 +41,7 @@ KINDS = {
     Generation: (lambda d: d.fs.join(d.root, "generation"), JobDirectory.read_generation, "floor_ms"),
     FailedBatch: (lambda d: d.fs.join(d.root, "failed-batch"), JobDirectory.failed_batch_offsets, "batch"),
     DeliveryPosition: (lambda d: d.fs.join(d.root, "position"), JobDirectory.read_position, "next_ms"),
+    RescalePlan: (lambda d: d.fs.join(d.rescale, "plan"), JobDirectory.read_rescale_plan, "to_groups"),
     BatchProgress: (lambda d: d.fs.join(d.progress, "000001-000000000000.json"),
                     lambda d: d.read_progress(1), "watermark_ms"),
 }
@@ -49,6 +51,7 @@ RECORDS = [
     Generation(0, 0),
     FailedBatch(1, 7),
     DeliveryPosition(2, 1500),
+    RescalePlan(2000, 3, 2),
     progress(),
     progress(clock_ms=None, seconds=2, checkpoint_seconds=None, commit_seconds=0.1),
 ]
@@ -64,6 +67,8 @@ def test_the_directory_reads_back_each_record_it_writes(directory):
     assert directory.read_generation() == Generation(0, 0, 4, heartbeats=True)
     directory.record_position(DeliveryPosition(2, 1500))
     assert directory.read_position() == DeliveryPosition(2, 1500)
+    directory.record_rescale_plan(RescalePlan(2000, 3, 2))
+    assert directory.read_rescale_plan() == RescalePlan(2000, 3, 2)
     directory.record_progress(progress(0))
     directory.record_progress(progress(1, rows=4))
     assert directory.read_progress(10) == [progress(0), progress(1, rows=4)]
@@ -83,6 +88,7 @@ def test_before_they_are_written_there_are_no_records(directory):
     assert directory.read_generation() is None and directory.failed_batch_offsets() is None
     assert directory.read_progress(10) == []
     assert directory.read_position() is None
+    assert directory.read_rescale_plan() is None
 
 
 @pytest.mark.parametrize(
@@ -92,6 +98,7 @@ def test_before_they_are_written_there_are_no_records(directory):
          Generation(3, 2000, 4, frozenset({0, 2}), True)),
         ('{"generation": 1, "batch": 7}', FailedBatch(1, 7)),
         ('{"generation": 2, "next_ms": 1500}', DeliveryPosition(2, 1500)),
+        ('{"clock_ms": 2000, "from_groups": 3, "to_groups": 2}', RescalePlan(2000, 3, 2)),
     ],
 )
 def test_a_record_is_stored_as_before(stored, record):
