@@ -176,7 +176,7 @@ class Job:
     def dead_letters(self) -> DeadLetters:
         """Where bad records go with ``bad_records="dead-letter"``, and late messages
         with ``late_records="output"``."""
-        return DeadLetters(self.dead_letter_dir or f"{self.checkpoint_dir.rstrip('/')}/dead-letters")
+        return DeadLetters(self.dead_letter_dir or JobDirectory.default_dead_letters(self.checkpoint_dir))
 
     @property
     def windowed(self) -> bool:

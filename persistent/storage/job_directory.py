@@ -19,6 +19,8 @@
     DIR/position               at-most-once's position taken (``DeliveryPosition``)
     DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``):
                                the staged checkpoints, then the plan (``RescalePlan``)
+    DIR/dead-letters/          the dead-letter output, unless the job names another directory
+                               (``JobDirectory.default_dead_letters``)
 
 Each small JSON record is a frozen dataclass (``Record``); reading one that is no
 JSON, lacks a field or holds a wrong type raises ``CorruptCheckpointError`` naming
@@ -340,6 +342,12 @@ class JobDirectory:
         #: Where a rescale stages the new key groups' checkpoints.
         self.rescale_checkpoints = fs.join(self.rescale, "checkpoints")
         self._rescale_plan = fs.join(self.rescale, "plan")
+
+    @staticmethod
+    def default_dead_letters(root: str) -> str:
+        """``DIR/dead-letters``: where the job at ``root`` writes its dead letters unless it
+        names another directory. Spark writes them, so naming it needs no file system."""
+        return f"{root.rstrip('/')}/dead-letters"
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""

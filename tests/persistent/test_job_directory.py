@@ -153,3 +153,6 @@ def test_a_generation_of_wrong_shape_is_corrupt(stored):
         Generation.from_json(stored, "DIR/generation")
     assert raised.value.path == "DIR/generation"
 
+
+def test_the_dead_letters_default_to_the_job_directory():
+    assert JobDirectory.default_dead_letters("hdfs://nn/jobs/count/") == "hdfs://nn/jobs/count/dead-letters"
