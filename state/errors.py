@@ -32,7 +32,13 @@ class CheckpointError(StateError, OSError):
 
 
 class CorruptCheckpointError(CheckpointError):
-    """A stored record is torn or corrupt (bad magic, version, length or checksum)."""
+    """A stored record is torn or corrupt (bad magic, version, length or checksum; a
+    JSON record that is no JSON, lacks a field or holds a wrong type). ``path`` is its
+    file, when the raiser names it."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class MissingCheckpointError(CheckpointError):

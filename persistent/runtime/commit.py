@@ -33,7 +33,6 @@ does for the command line's tests.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -118,7 +117,7 @@ class Commit:
             checkpoint_seconds=sum(r.checkpoint_seconds for r in reports),
             commit_seconds=commit_seconds,
         )
-        self.directory.record_progress(dataclasses.asdict(progress))
+        self.directory.record_progress(progress)
         for listener in self.listeners:
             listener(progress)
         crash_point("committed")

@@ -31,11 +31,10 @@ micro-batches and append each window once it closes.
 from __future__ import annotations
 
 import enum
-import json
 
-from persistent.core.errors import ConfigError, JobDirectoryError, RestartRefusedError
+from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath
+from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath
 
 __all__ = ["Delivery", "Position", "Effects", "plan", "write_effects"]
 
@@ -75,9 +74,6 @@ class Delivery(enum.Enum):
             )
 
 
-_SETTING = "delivery"
-
-
 def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, default_key_groups: int,
          description: dict | None = None, sink_generation: int | None = None) -> Recovery:
     """How the job starts with ``delivery``: at-most-once after its position, the others
@@ -89,7 +85,7 @@ def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, de
 
 
 def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
-    fs, path = directory.fs, directory.fs.join(directory.root, _SETTING)
+    fs, path = directory.fs, directory.delivery
     try:
         recorded = Delivery.of(fs.read_bytes(path).decode("utf-8", "replace").strip(), f"{path} holds a delivery that")
     except FileNotFoundError:
@@ -106,46 +102,31 @@ def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
 
 
 class Position:
-    """At-most-once's only durable record: ``DIR/position``, the run's generation and
-    the event time after every message taken so far."""
+    """Keeps at-most-once's only durable record, the position taken (``DeliveryPosition``):
+    the run's generation and the event time after every message taken so far."""
 
     def __init__(self, directory: JobDirectory):
         self.directory = directory
-        self.path = directory.fs.join(directory.root, "position")
-
-    def read(self) -> tuple[int, int] | None:
-        """``(generation, next_ms)``, or None before the first run."""
-        try:
-            record = json.loads(self.directory.fs.read_bytes(self.path))
-            return int(record["generation"]), int(record["next_ms"])
-        except FileNotFoundError:
-            return None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise JobDirectoryError(f"{self.path} is corrupt ({exc}); delete it to start the sources from the beginning") from exc
 
     def restart(self, key_groups: int) -> Recovery:
         """Starts a run with ``key_groups`` (state starts empty, so any number does):
         Spark's checkpoint of the last run is dropped (its state and its unfinished
         micro-batch with it), the sources start at the position."""
-        record = self.read()
+        taken = self.directory.read_position()
         self.directory.fs.delete(self.directory.spark)
-        if record is None:
-            self._write(0, 0)
+        if taken is None:
+            self.directory.record_position(DeliveryPosition(0, 0))
             return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups)
-        generation, next_ms = record[0] + 1, record[1]
-        self._write(generation, next_ms)
-        return Recovery(RecoveryPath.AFTER_POSITION, generation, next_ms, key_groups=key_groups)
+        position = DeliveryPosition(taken.generation + 1, taken.next_ms)
+        self.directory.record_position(position)
+        return Recovery(RecoveryPath.AFTER_POSITION, position.generation, position.next_ms, key_groups=key_groups)
 
     def take(self, generation: int, next_ms: int) -> None:
         """Records that every message before ``next_ms`` is taken (the position never
         moves back)."""
-        record = self.read()
-        if record is None or next_ms > record[1]:
-            self._write(generation, next_ms)
-
-    def _write(self, generation: int, next_ms: int) -> None:
-        record = {"generation": generation, "next_ms": next_ms}
-        self.directory.fs.write_atomic(self.path, json.dumps(record, sort_keys=True).encode())
+        taken = self.directory.read_position()
+        if taken is None or next_ms > taken.next_ms:
+            self.directory.record_position(DeliveryPosition(generation, next_ms))
 
 
 def write_effects(

@@ -21,7 +21,7 @@ from persistent.runtime.planner import Plan, RunningJob
 from persistent.runtime.progress import stderr
 from persistent.sinks.base import Sink
 from persistent.sources.base import Source
-from persistent.storage.job_directory import BatchProgress
+from persistent.storage.job_directory import BatchProgress, JobDirectory
 
 __all__ = ["Job"]
 
@@ -104,7 +104,7 @@ class Job:
     def dead_letters(self) -> DeadLetters:
         """Where bad records go with ``bad_records="dead-letter"``, and late messages
         with ``late_records="output"``."""
-        return DeadLetters(self.dead_letter_dir or f"{self.checkpoint_dir.rstrip('/')}/dead-letters")
+        return DeadLetters(self.dead_letter_dir or JobDirectory.default_dead_letters(self.checkpoint_dir))
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it; with ``metrics_port``, first

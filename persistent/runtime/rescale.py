@@ -28,54 +28,23 @@ the install; until then the directory refuses any other number of key groups.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
 from persistent.core.errors import RestartRefusedError
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import JobDirectory, task_index, task_name
+from persistent.storage.job_directory import JobDirectory, RescalePlan, task_index, task_name
 from state.checkpoint_store import CheckpointStore
 from state.errors import ClockError
 from state.persistent_state import PersistentState
 from state.table import KeyedTable
 
-__all__ = ["RescalePlan", "pending", "rescale_if_asked", "install"]
+__all__ = ["rescale_if_asked", "install"]
 
 _TASK = re.compile(r"group-\d+")
-
-
-@dataclass(frozen=True)
-class RescalePlan:
-    """A rescale at clock ``clock_ms`` from ``from_groups`` to ``to_groups`` key groups."""
-
-    clock_ms: int
-    from_groups: int
-    to_groups: int
-
-
-def _root(directory: JobDirectory) -> str:
-    return directory.fs.join(directory.root, "rescale")
-
-
-def _staging(directory: JobDirectory) -> str:
-    return directory.fs.join(_root(directory), "checkpoints")
-
-
-def _plan_path(directory: JobDirectory) -> str:
-    return directory.fs.join(_root(directory), "plan")
-
-
-def pending(directory: JobDirectory) -> RescalePlan | None:
-    """The rescale whose install has begun but not finished, if any."""
-    try:
-        return RescalePlan(**json.loads(directory.fs.read_bytes(_plan_path(directory))))
-    except FileNotFoundError:
-        return None
 
 
 def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, storage: JobStorage,
@@ -85,7 +54,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
     a crash interrupted (see the module docstring); returns what it did, or None.
     ``storage`` opens the job directory on the executors; ``key_type()`` is the Spark
     type of the job's keys."""
-    unfinished = pending(directory)
+    unfinished = directory.read_rescale_plan()
     if unfinished is not None:
         if key_groups not in (None, unfinished.to_groups):
             raise RestartRefusedError(
@@ -95,7 +64,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
         install(directory, unfinished)
         return unfinished
     current = directory.read_generation()
-    recorded = current["key_groups"] if current else None
+    recorded = current.key_groups if current else None
     if key_groups is None or recorded in (None, key_groups):
         return None
     if directory.spark_started():
@@ -108,12 +77,12 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
     for group in old:
         directory.store(group).require(record.clock_ms)
     plan = RescalePlan(record.clock_ms, recorded, key_groups)
-    directory.fs.delete(_root(directory))
+    directory.fs.delete(directory.rescale)
     reports = _split_and_merge(spark, plan, old, storage, spec, interval_ms, key_type())
     missing = sorted(set(range(key_groups)) - {row.h for row in reports})
     if missing:
         raise ClockError(f"rescale of {directory.root}: new key groups {missing} wrote no checkpoint")
-    directory.fs.write_atomic(_plan_path(directory), json.dumps(asdict(plan), sort_keys=True).encode())
+    directory.record_rescale_plan(plan)
     install(directory, plan)
     return plan
 
@@ -146,7 +115,7 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
                 table.absorb(part)
         else:
             table = spec.build(interval_ms, checkpoint_ms=clock_ms)
-        staged = CheckpointStore(directory.fs, _staging(directory), task_name(new_group))
+        staged = CheckpointStore(directory.fs, directory.rescale_checkpoints, task_name(new_group))
         written = staged.persist(clock_ms, table.encode())
         return pd.DataFrame({"h": [new_group], "keys": [len(pd.unique(table.keys))], "bytes": [written.size]})
 
@@ -167,7 +136,7 @@ def install(directory: JobDirectory, plan: RescalePlan) -> None:
     Idempotent: a crash anywhere leaves what the next call finishes."""
     fs, clock_ms = directory.fs, plan.clock_ms
     for group in range(plan.to_groups):
-        staged = CheckpointStore(fs, _staging(directory), task_name(group)).path(clock_ms)
+        staged = CheckpointStore(fs, directory.rescale_checkpoints, task_name(group)).path(clock_ms)
         if fs.exists(staged):
             fs.replace(staged, directory.store(group).path(clock_ms))
         else:  # renamed before a crash
@@ -182,4 +151,4 @@ def install(directory: JobDirectory, plan: RescalePlan) -> None:
             directory.store(group).retain(clock_ms)
     directory.fs.delete(directory.spark)
     directory.record_key_groups(plan.to_groups)
-    fs.delete(_root(directory))
+    fs.delete(directory.rescale)

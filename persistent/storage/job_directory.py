@@ -6,13 +6,25 @@
     DIR/checkpoints/<task>/    each key group's checkpoints, one file per checkpoint time
     DIR/clock/                 the global minimum checkpoint clock and per-task clocks
     DIR/generation             which Spark checkpoint generation runs, its restore point, the
-                               restored key groups and the number of key groups
-    DIR/progress/              one JSON record per committed micro-batch (the newest 100)
+                               restored key groups and the number of key groups (``Generation``)
+    DIR/progress/              one JSON record per committed micro-batch, the newest 100
+                               (``BatchProgress``)
     DIR/input/                 the files source's log of the files it took
                                (``persistent.storage.files_log``)
     DIR/failed-batch           the micro-batch that last failed on a bad record, before
-                               any of its effects (its input may be fixed for the replay)
-    DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``)
+                               any of its effects (its input may be fixed for the replay;
+                               ``FailedBatch``)
+    DIR/delivery               the delivery setting the directory was written with
+                               (``persistent.runtime.delivery``)
+    DIR/position               at-most-once's position taken (``DeliveryPosition``)
+    DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``):
+                               the staged checkpoints, then the plan (``RescalePlan``)
+    DIR/dead-letters/          the dead-letter output, unless the job names another directory
+                               (``JobDirectory.default_dead_letters``)
+
+Each small JSON record is a frozen dataclass (``Record``); reading one that is no
+JSON, lacks a field or holds a wrong type raises ``CorruptCheckpointError`` naming
+its file.
 
 A job starts in one of three ways:
 
@@ -38,7 +50,11 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+import re
+import types
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Self, TypeVar
 
 from persistent.core.errors import RestartRefusedError
 from state.checkpoint_store import CheckpointStore
@@ -46,10 +62,25 @@ from state.clock_store import ClockRecord, ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import FileSystem
 
-__all__ = ["JobDirectory", "RecoveryPath", "Recovery", "BatchProgress", "task_name", "task_index", "PROGRESS_KEPT"]
+__all__ = [
+    "JobDirectory",
+    "RecoveryPath",
+    "Recovery",
+    "Record",
+    "Generation",
+    "BatchProgress",
+    "FailedBatch",
+    "DeliveryPosition",
+    "RescalePlan",
+    "task_name",
+    "task_index",
+    "PROGRESS_KEPT",
+]
 
 #: How many micro-batch progress records a job directory keeps.
 PROGRESS_KEPT = 100
+#: A progress record's name: ``<generation:06d>-<batch:012d>.json``.
+_PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
 
 
 def task_name(group: int) -> str:
@@ -107,8 +138,126 @@ class Recovery:
         )
 
 
+class Record:
+    """A small JSON record of the job directory: a frozen dataclass whose fields are the
+    keys of one JSON object. ``from_json`` checks each field against its annotation; a
+    field with a default may be missing (records written by earlier versions lack it).
+    A ``frozenset`` field is stored as a sorted list."""
+
+    def to_json(self) -> bytes:
+        """The stored form: the fields as one JSON object, keys sorted."""
+        # The only values JSON has no form for are the frozensets.
+        return json.dumps(asdict(self), sort_keys=True, default=sorted).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, path: str, remedy: str = "") -> Self:
+        """The record in ``raw``, read from ``path``. Unless it is one, raises
+        ``CorruptCheckpointError`` naming ``path``, what is wrong and ``remedy`` (what to do)."""
+
+        def corrupt(problem: str) -> CorruptCheckpointError:
+            return CorruptCheckpointError(f"{path} is corrupt: {problem}" + (f"; {remedy}" if remedy else ""), path)
+
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:
+            raise corrupt(f"not JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise corrupt(f"holds {type(record).__name__}, not an object")
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for each in fields(cls):
+            if each.name not in record:
+                if each.default is MISSING and each.default_factory is MISSING:
+                    raise corrupt(f"lacks the field {each.name!r}")
+                continue
+            value, hint = record[each.name], hints[each.name]
+            if not _fits(value, hint):
+                raise corrupt(f"field {each.name!r} must be {_kind(hint)}, got {value!r}")
+            values[each.name] = frozenset(value) if typing.get_origin(hint) is frozenset else value
+        return cls(**values)
+
+
+def _fits(value: object, hint) -> bool:
+    """Whether the JSON ``value`` may be a field annotated ``hint``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is types.UnionType:
+        return any(_fits(value, arg) for arg in args)
+    if origin is dict:  # JSON's keys are strings
+        return isinstance(value, dict) and all(_fits(item, args[1]) for item in value.values())
+    if origin is frozenset:
+        return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
+    if hint in (int, float):  # true and false are no numbers; an int is a float's value as well
+        return not isinstance(value, bool) and isinstance(value, int if hint is int else (int, float))
+    return isinstance(value, hint)
+
+
+_KINDS = {bool: "true or false", int: "an int", float: "a number", str: "a string", dict: "an object",
+          type(None): "null"}
+
+
+def _kind(hint) -> str:
+    """``hint`` in JSON's words, for messages."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is types.UnionType:
+        return " or ".join(map(_kind, args))
+    if origin is dict:
+        return f"an object whose values are each {_kind(args[1])}"
+    if origin is frozenset:
+        return f"a list whose items are each {_kind(args[0])}"
+    return _KINDS[hint]
+
+
+_R = TypeVar("_R", bound=Record)
+
+
 @dataclass(frozen=True)
-class BatchProgress:
+class Generation(Record):
+    """``DIR/generation``: the current start of the job."""
+
+    #: Counts Spark checkpoint generations (``Recovery.generation``).
+    generation: int
+    #: The generation's restore point (``Recovery.floor_ms``).
+    floor_ms: int
+    #: The number of key groups; None in records written before it was recorded.
+    key_groups: int | None = None
+    #: Key groups restored from their checkpoint at ``floor_ms`` (``Recovery.restored``).
+    restored: frozenset[int] = frozenset()
+    #: ``Recovery.heartbeats``; False in records written before heartbeats existed.
+    heartbeats: bool = False
+    #: What the state means (``state.table.describe``); None if unrecorded.
+    state: dict | None = None
+
+
+@dataclass(frozen=True)
+class FailedBatch(Record):
+    """``DIR/failed-batch``: Spark's micro-batch ``batch`` of ``generation`` failed on a bad
+    record before any of its effects (``JobDirectory.record_failed_batch``)."""
+
+    generation: int
+    batch: int
+
+
+@dataclass(frozen=True)
+class DeliveryPosition(Record):
+    """``DIR/position``, at-most-once's only durable record (``persistent.runtime.delivery``):
+    the run's generation and the event time after every message taken so far."""
+
+    generation: int
+    next_ms: int
+
+
+@dataclass(frozen=True)
+class RescalePlan(Record):
+    """``DIR/rescale/plan``: a rescale at clock ``clock_ms`` from ``from_groups`` to
+    ``to_groups`` key groups whose install has begun (``persistent.runtime.rescale``)."""
+
+    clock_ms: int
+    from_groups: int
+    to_groups: int
+
+
+@dataclass(frozen=True)
+class BatchProgress(Record):
     """What one micro-batch did, as reported by the driver: the record
     ``record_progress`` keeps in ``DIR/progress/`` and ``persistent status`` reads."""
 
@@ -186,39 +335,84 @@ class JobDirectory:
         self.progress = fs.join(self.root, "progress")
         self.input_log = fs.join(self.root, "input")
         self._failed_batch = fs.join(self.root, "failed-batch")
+        #: The delivery setting, a word (``persistent.runtime.delivery.Delivery``).
+        self.delivery = fs.join(self.root, "delivery")
+        self._position = fs.join(self.root, "position")
+        self.rescale = fs.join(self.root, "rescale")
+        #: Where a rescale stages the new key groups' checkpoints.
+        self.rescale_checkpoints = fs.join(self.rescale, "checkpoints")
+        self._rescale_plan = fs.join(self.rescale, "plan")
+
+    @staticmethod
+    def default_dead_letters(root: str) -> str:
+        """``DIR/dead-letters``: where the job at ``root`` writes its dead letters unless it
+        names another directory. Spark writes them, so naming it needs no file system."""
+        return f"{root.rstrip('/')}/dead-letters"
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
         return CheckpointStore(self.fs, self.checkpoints, task_name(group))
 
-    def record_progress(self, record: dict) -> None:
+    def _read(self, kind: type[_R], path: str, remedy: str = "") -> _R | None:
+        """The record of ``kind`` at ``path``, None without the file (``Record.from_json``)."""
+        try:
+            raw = self.fs.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        return kind.from_json(raw, path, remedy)
+
+    def _write(self, path: str, record: Record) -> None:
+        self.fs.write_atomic(path, record.to_json())
+
+    def record_progress(self, progress: BatchProgress) -> None:
         """Writes one micro-batch's progress record and keeps the newest ``PROGRESS_KEPT``."""
-        name = f"{record['generation']:06d}-{record['batch']:012d}.json"
-        self.fs.write_atomic(self.fs.join(self.progress, name), json.dumps(record, sort_keys=True).encode())
+        self._write(self.fs.join(self.progress, f"{progress.generation:06d}-{progress.batch:012d}.json"), progress)
         for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
             self.fs.delete(self.fs.join(self.progress, old))
+
+    def read_progress(self, last: int) -> list[BatchProgress]:
+        """The ``last`` newest progress records, oldest first."""
+        names = [n for n in self.fs.list_names(self.progress) if _PROGRESS_NAME.fullmatch(n)][-last:]
+        records = [self._read(BatchProgress, self.fs.join(self.progress, name),
+                              "it only reports its micro-batch: delete it") for name in names]
+        return [r for r in records if r is not None]  # None: the running job pruned it after the listing
 
     def record_failed_batch(self, generation: int, batch: int) -> None:
         """Records that Spark's micro-batch ``batch`` of ``generation`` failed before any of
         its effects (on a bad record, with ``BadRecords.FAIL``): its input may be fixed
         before the replay."""
-        record = {"generation": generation, "batch": batch}
-        self.fs.write_atomic(self._failed_batch, json.dumps(record).encode())
+        self._write(self._failed_batch, FailedBatch(generation, batch))
+
+    def read_position(self) -> DeliveryPosition | None:
+        """At-most-once's position taken, or None before the first run."""
+        return self._read(DeliveryPosition, self._position, "delete it to start the sources from the beginning")
+
+    def record_position(self, position: DeliveryPosition) -> None:
+        """Writes at-most-once's position taken."""
+        self._write(self._position, position)
+
+    def read_rescale_plan(self) -> RescalePlan | None:
+        """The rescale whose install has begun but not finished, if any."""
+        return self._read(RescalePlan, self._rescale_plan)
+
+    def record_rescale_plan(self, plan: RescalePlan) -> None:
+        """Records that the install of ``plan`` begins: every new key group's checkpoint is staged."""
+        self._write(self._rescale_plan, plan)
 
     def failed_batch_offsets(self) -> tuple[list[str], list[str]] | None:
         """The offsets (JSON, one per source of the query) where the micro-batch recorded
         by ``record_failed_batch`` starts and ends, while Spark's checkpoint is to replay
         it: it is of the current generation, Spark's newest and not committed. None
         otherwise, and for a generation's first micro-batch (its start is in no log)."""
-        try:
-            record = json.loads(self.fs.read_bytes(self._failed_batch))
-        except FileNotFoundError:
+        failed = self._read(FailedBatch, self._failed_batch,
+                            "delete it (changed input of the failed micro-batch is then refused)")
+        if failed is None:
             return None
         current = self.read_generation()
-        batch = record["batch"]
+        batch = failed.batch
         offsets = self.fs.join(self.spark, "offsets")
         newest = max((int(n) for n in self.fs.list_names(offsets) if n.isdigit()), default=None)
-        if (current is None or record["generation"] != current["generation"] or batch != newest or batch == 0
+        if (current is None or failed.generation != current.generation or batch != newest or batch == 0
                 or self.fs.exists(self.fs.join(self.spark, "commits", str(batch)))):
             return None
         return self._source_offsets(batch - 1), self._source_offsets(batch)
@@ -229,49 +423,28 @@ class JobDirectory:
         entry = self.fs.join(self.spark, "offsets", str(batch))
         lines = self.fs.read_bytes(entry).decode().splitlines()
         if len(lines) < 3:
-            raise CorruptCheckpointError(f"{entry} holds {len(lines)} lines, not a version, metadata and offsets")
+            raise CorruptCheckpointError(f"{entry} holds {len(lines)} lines, not a version, metadata and offsets",
+                                         entry)
         return lines[2:]
 
-    def read_generation(self) -> dict | None:
-        """The current start's ``generation``, ``floor_ms``, ``key_groups`` (``None`` if
-        unrecorded), ``restored`` (key groups), ``heartbeats`` and ``state`` (what the
-        state means, ``state.table.describe``; ``None`` if unrecorded), or ``None``
-        before the first start."""
-        try:
-            raw = self.fs.read_bytes(self._generation)
-        except FileNotFoundError:
-            return None
-        try:
-            record = json.loads(raw)
-            return {"generation": int(record["generation"]), "floor_ms": int(record["floor_ms"]),
-                    "key_groups": record.get("key_groups"),
-                    "restored": frozenset(int(g) for g in record.get("restored", [])),
-                    "heartbeats": bool(record.get("heartbeats", False)),
-                    "state": record.get("state")}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptCheckpointError(
-                f"{self._generation} is corrupt ({exc}); delete {self.spark} to restart from the clock"
-            ) from exc
+    def read_generation(self) -> Generation | None:
+        """The current start, or None before the first start."""
+        # Without it and Spark's checkpoint, a start restarts from the clock, as a copy of
+        # the directory without them does.
+        return self._read(Generation, self._generation, f"delete it and {self.spark} to restart from the clock")
 
     def record_key_groups(self, key_groups: int) -> None:
         """Records that the directory's checkpoints are split into ``key_groups`` groups
         now (after a rescale, with Spark's checkpoint gone): the next start takes path B
         with them."""
-        current = self.read_generation()
-        self._write_generation(current["generation"] if current else 0, current["floor_ms"] if current else 0,
-                               key_groups, state=current and current["state"])
-
-    def _write_generation(self, generation: int, floor_ms: int, key_groups: int,
-                          restored: frozenset[int] = frozenset(), heartbeats: bool = True,
-                          state: dict | None = None) -> None:
-        record = {"generation": generation, "floor_ms": floor_ms, "key_groups": key_groups,
-                  "restored": sorted(restored), "heartbeats": heartbeats, "state": state}
-        self.fs.write_atomic(self._generation, json.dumps(record, sort_keys=True).encode())
+        current = self.read_generation() or Generation(0, 0)
+        self._write(self._generation, Generation(current.generation, current.floor_ms, key_groups,
+                                                 heartbeats=True, state=current.state))
 
     def _start(self, path: RecoveryPath, key_groups: int, state: dict | None, generation: int = 0,
                floor_ms: int = 0, restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
         """Records the generation that starts, and returns its plan."""
-        self._write_generation(generation, floor_ms, key_groups, restored, heartbeats, state)
+        self._write(self._generation, Generation(generation, floor_ms, key_groups, restored, heartbeats, state))
         return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups)
 
     def plan(self, key_groups: int | None, default_key_groups: int | None = None,
@@ -299,7 +472,7 @@ class JobDirectory:
         which generation Spark's checkpoint belongs to cannot be told then.
         """
         current = self.read_generation()
-        recorded_state = current and current["state"]
+        recorded_state = current.state if current else None
         if description is not None:
             description = json.loads(json.dumps(description))  # as recorded: tuples become lists
         if description is not None and recorded_state not in (None, description):
@@ -310,7 +483,7 @@ class JobDirectory:
             )
         state = description or recorded_state
 
-        recorded = current["key_groups"] if current else None
+        recorded = current.key_groups if current else None
         if key_groups is not None and recorded not in (None, key_groups):
             raise RestartRefusedError(
                 f"{self.root} was written with key_groups={recorded}, this job has "
@@ -327,7 +500,7 @@ class JobDirectory:
         key_groups = key_groups or recorded or default_key_groups
         if key_groups is None:
             raise RestartRefusedError(f"{self.root} records no number of key groups: give the job's key_groups")
-        recorded_generation = current["generation"] if current else 0
+        recorded_generation = current.generation if current else 0
         if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
             raise RestartRefusedError(
                 f"the sink holds results of generation {sink_generation}, but {self.root} records generation "
@@ -338,8 +511,8 @@ class JobDirectory:
         if same_checkpoint:
             if current is None:
                 return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, heartbeats=False)
-            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current["generation"],
-                               current["floor_ms"], current["restored"], current["heartbeats"])
+            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.generation,
+                               current.floor_ms, current.restored, current.heartbeats)
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)

@@ -27,7 +27,6 @@ from persistent.tools.environment import EnvironmentProblem, check_java
 from persistent.tools.inspection import (
     JobDirectoryError,
     open_job,
-    read_progress,
     read_state,
     rewind,
     task_names,
@@ -117,11 +116,11 @@ def _status(args: argparse.Namespace) -> int:
     print(f"job directory  {directory.root}")
     generation = directory.read_generation()
     if generation is not None:
-        floor_ms = generation["floor_ms"]
+        floor_ms = generation.floor_ms
         started = f"restored from the clock at {_time(floor_ms)}" if floor_ms else "started fresh"
-        groups = f", {generation['key_groups']} key groups" if generation["key_groups"] is not None else ""
-        print(f"generation     {generation['generation']}, {started}{groups}")
-    progress = read_progress(directory, args.batches)
+        groups = f", {generation.key_groups} key groups" if generation.key_groups is not None else ""
+        print(f"generation     {generation.generation}, {started}{groups}")
+    progress = directory.read_progress(args.batches)
     if progress:
         _print_progress(progress, now_ms)
     else:

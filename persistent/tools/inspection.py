@@ -3,23 +3,20 @@
 ``open_job`` serves local paths and ``file://`` URIs directly and ``webhdfs://`` and
 ``hdfs://`` URIs over HTTP (``persistent.storage.filesystems``); the layout is
 ``persistent.storage.job_directory``'s.
-``read_progress`` reads the newest of the progress records the runtime writes per
-committed micro-batch (``DIR/progress/<generation:06d>-<batch:012d>.json``, the
-fields of ``BatchProgress``), ``read_state`` the state of the tasks in their
-checkpoints at a time (decoded by what the checkpoints name: no task class needed),
-and ``rewind`` prepares a restart from an earlier checkpoint (path B).
+``read_state`` reads the state of the tasks in their checkpoints at a time (decoded by
+what the checkpoints name: no task class needed), and ``rewind`` prepares a restart
+from an earlier checkpoint (path B). The progress records the runtime writes per
+committed micro-batch are ``JobDirectory.read_progress``'s.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 
 from persistent.core.errors import JobDirectoryError
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
-from persistent.storage.job_directory import BatchProgress, JobDirectory
+from persistent.storage.job_directory import JobDirectory
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError
@@ -28,18 +25,15 @@ from state.table import KeyedTable
 
 __all__ = [
     "JobDirectoryError",
-    "progress_from_json",
     "StateRow",
     "Rewound",
     "open_job",
-    "read_progress",
     "task_names",
     "times_held",
     "read_state",
     "rewind",
 ]
 
-_PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
 _LAYOUT = ("spark", "checkpoints", "clock", "generation", "progress")
 
 
@@ -57,68 +51,6 @@ def open_job(uri: str) -> JobDirectory:
             f"{uri} is not a job's checkpoint directory: it holds none of {', '.join(_LAYOUT)}"
         )
     return directory
-
-
-def progress_from_json(raw: bytes, where: str) -> BatchProgress:
-    """The progress record in ``raw``, read from ``where``; ``JobDirectoryError`` naming the bad field."""
-    try:
-        record = json.loads(raw)
-    except ValueError as exc:
-        raise JobDirectoryError(f"progress file {where} is not JSON ({exc})") from None
-    if not isinstance(record, dict):
-        raise JobDirectoryError(f"progress file {where} holds {type(record).__name__}, not an object")
-    values = {}
-    for field in fields(BatchProgress):
-        if field.name not in record:
-            if field.default is not MISSING or field.default_factory is not MISSING:
-                continue  # a field that records of older versions lack
-            raise JobDirectoryError(f"progress file {where} lacks the field {field.name!r}")
-        check, kind = _FIELD_CHECKS.get(field.name, (_is_int, "an int"))
-        if not check(record[field.name]):
-            raise JobDirectoryError(
-                f"field {field.name!r} of progress file {where} must be {kind}, got {record[field.name]!r}"
-            )
-        values[field.name] = record[field.name]
-    return BatchProgress(**values)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_int_per_task(value) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and _is_int(n) for k, n in value.items())
-
-
-def _is_number(value) -> bool:
-    return _is_int(value) or isinstance(value, float)
-
-
-_NUMBER_OR_NULL = (lambda v: v is None or _is_number(v), "a number or null")
-
-#: How the fields that are not plain ints are checked, and what they must be.
-_FIELD_CHECKS = {
-    "seconds": (_is_number, "a number"),
-    "checkpoint_seconds": _NUMBER_OR_NULL,
-    "commit_seconds": _NUMBER_OR_NULL,
-    "clock_ms": (lambda v: v is None or _is_int(v), "an int or null"),
-    "state_bytes": (_is_int_per_task, "an object mapping task names to ints"),
-    "checkpoint_crcs": (_is_int_per_task, "an object mapping task names to ints"),
-}
-
-
-def read_progress(directory: JobDirectory, last: int) -> list[BatchProgress]:
-    """The ``last`` newest progress records, oldest first."""
-    fs = directory.fs
-    records = []
-    for name in [n for n in fs.list_names(directory.progress) if _PROGRESS_NAME.fullmatch(n)][-last:]:
-        where = fs.join(directory.progress, name)
-        try:
-            raw = fs.read_bytes(where)
-        except FileNotFoundError:
-            continue  # the running job pruned it after the listing
-        records.append(progress_from_json(raw, where))
-    return records
 
 
 def task_names(directory: JobDirectory) -> list[str]:

@@ -15,7 +15,6 @@ import pytest
 
 from persistent.storage.job_directory import RecoveryPath
 from persistent.tools import cli
-from persistent.tools.inspection import JobDirectoryError, progress_from_json
 from state.checkpoint_store import CheckpointStore
 from state.fs import LocalFileSystem
 
@@ -146,10 +145,10 @@ def test_status_of_a_fresh_job_says_there_is_no_clock(capsys, tmp_path):
     ("change", "message"),
     [
         (lambda r: r.pop("watermark_ms"), "lacks the field 'watermark_ms'"),
-        (lambda r: r.update(rows=True), "field 'rows' of progress file .* must be an int, got True"),
-        (lambda r: r.update(seconds="fast"), "field 'seconds' .* must be a number"),
-        (lambda r: r.update(clock_ms=1.5), "field 'clock_ms' .* must be an int or null"),
-        (lambda r: r.update(state_bytes={"group-00000": "big"}), "field 'state_bytes' .* must be an object"),
+        (lambda r: r.update(rows=True), "field 'rows' must be an int, got True"),
+        (lambda r: r.update(seconds="fast"), "field 'seconds' must be a number"),
+        (lambda r: r.update(clock_ms=1.5), "field 'clock_ms' must be an int or null"),
+        (lambda r: r.update(state_bytes={"group-00000": "big"}), "field 'state_bytes' must be an object"),
     ],
 )
 def test_a_damaged_progress_file_is_an_error_naming_the_file_and_field(capsys, counting_job, change, message):
@@ -161,11 +160,6 @@ def test_a_damaged_progress_file_is_an_error_naming_the_file_and_field(capsys, c
         json.dump(record, f)
     code, _, err = run_cli(capsys, "status", counting_job.directory.root)
     assert code == 1 and re.search(message, err) and path in err
-
-
-def test_a_progress_file_that_is_no_json_is_an_error_naming_it():
-    with pytest.raises(JobDirectoryError, match="progress file P is not JSON"):
-        progress_from_json(b"{", "P")
 
 
 # -- inspect ---------------------------------------------------------------------------

@@ -13,11 +13,10 @@ import pytest
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.runtime import commit as commit_module
 from persistent.runtime.commit import Commit
-from persistent.runtime.delivery import Delivery, Position
+from persistent.runtime.delivery import Delivery
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, task_name
-from persistent.tools.inspection import read_progress
+from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath, task_name
 from state.errors import ClockError
 from state.fs import LocalFileSystem
 
@@ -43,7 +42,7 @@ class RecordingSink(Sink):
         self.events.append(("sink", batch, self.directory.clock.read()))
 
     def append(self, results, batch, windowed):
-        self.events.append(("append", batch, Position(self.directory).read()))
+        self.events.append(("append", batch, self.directory.read_position()))
 
 
 @pytest.fixture
@@ -107,7 +106,7 @@ def test_the_clock_waits_for_every_task_it_knows_to_report_the_newest_checkpoint
         commit(1, [checkpointed(directory, 0, 200), report(1)], None, events.dead_letters)
     assert directory.clock.read() == before
     assert [event[:2] for event in events] == [("sink", BatchId(0, 0)), ("sink", BatchId(0, 1))]
-    assert [p.batch for p in read_progress(directory, 10)] == [0]
+    assert [p.batch for p in directory.read_progress(10)] == [0]
 
 
 def test_the_clock_is_the_lowest_task_clock_and_a_new_task_joins_at_its_first_checkpoint(directory, events,
@@ -140,7 +139,7 @@ def test_a_job_that_fails_on_bad_records_raises_the_smallest_first_bad_and_write
     assert raised.value.record == BadRecord.from_json(bad_json("f:3")) and raised.value.count == 3
     failed = json.loads(directory.fs.read_bytes(directory.fs.join(directory.root, "failed-batch")))
     assert failed == {"generation": 0, "batch": 4}
-    assert events == [] and directory.clock.read() is None and read_progress(directory, 10) == []
+    assert events == [] and directory.clock.read() is None and directory.read_progress(10) == []
 
 
 def test_dead_letters_are_written_before_the_sink(directory, events, make_commit):
@@ -186,13 +185,13 @@ def test_retention_keeps_the_checkpoints_from_the_restore_point_of_a_generation_
 def test_without_checkpoints_the_commit_keeps_no_clock(directory, events, make_commit):
     progress = make_commit(checkpoints=False)(0, [report(0, applied=5)], None, events.dead_letters)
     assert progress.clock_ms is None and directory.clock.read() is None
-    assert [p.rows for p in read_progress(directory, 10)] == [5]
+    assert [p.rows for p in directory.read_progress(10)] == [5]
 
 
 def test_at_most_once_takes_the_position_before_the_sink_appends(directory, events, make_commit):
     commit = make_commit(delivery=Delivery.AT_MOST_ONCE, checkpoints=False)
     commit(0, [report(0, max_time_ms=250), report(1, max_time_ms=180)], None, events.dead_letters)
-    assert events == [("append", BatchId(0, 0), (0, 251))]
+    assert events == [("append", BatchId(0, 0), DeliveryPosition(0, 251))]
 
 
 def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order(directory, events, make_commit):
@@ -213,7 +212,7 @@ def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order
     assert progress.state_bytes == {task_name(0): 40, task_name(1): 20, task_name(2): 8}
     assert (progress.watermark_ms, progress.clock_ms) == (150, 100)
     assert (progress.seconds, progress.commit_seconds, progress.finished_at_ms) == (1.75, 0.25, 1_700_000_000_000)
-    assert read_progress(directory, 10) == [progress]
+    assert directory.read_progress(10) == [progress]
     assert heard == [("metrics", progress), ("job", progress)]
 
 

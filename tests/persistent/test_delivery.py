@@ -16,8 +16,9 @@ from persistent.runtime.planner import Plan
 from persistent.sinks.base import BatchId, Sink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.generator import GeneratorSource
-from persistent.storage.job_directory import JobDirectory, RecoveryPath
+from persistent.storage.job_directory import DeliveryPosition, JobDirectory, RecoveryPath
 from state import NonWindowState
+from state.errors import CorruptCheckpointError
 from state.fs import LocalFileSystem
 
 AT_MOST, AT_LEAST, EXACTLY = Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE, Delivery.EXACTLY_ONCE
@@ -103,7 +104,7 @@ def test_at_most_once_restarts_after_its_position_on_empty_state(directory):
     position = Position(directory)
     position.take(0, 1_500)
     position.take(0, 900)  # a batch whose newest message is older: the position stays
-    assert position.read() == (0, 1_500)
+    assert directory.read_position() == DeliveryPosition(0, 1_500)
     spark_has_a_query(directory)
     restart = plan(AT_MOST, directory, 4, 8)
     assert (restart.path, restart.generation, restart.floor_ms, restart.restored) == (
@@ -129,9 +130,11 @@ def test_a_directory_from_before_the_setting_is_exactly_once(directory):
 
 def test_a_corrupt_position_is_an_error_naming_the_file(directory):
     plan(AT_MOST, directory, 4, 8)
-    directory.fs.write_atomic(Position(directory).path, b"{")
-    with pytest.raises(ValueError, match="position is corrupt"):
+    path = directory.fs.join(directory.root, "position")
+    directory.fs.write_atomic(path, b"{")
+    with pytest.raises(CorruptCheckpointError, match="delete it to start the sources from the beginning") as raised:
         plan(AT_MOST, directory, 4, 8)
+    assert raised.value.path == path
 
 
 class Recorder(Sink):
@@ -139,10 +142,10 @@ class Recorder(Sink):
         self.directory, self.calls = directory, []
 
     def write(self, results, batch, windowed):
-        self.calls.append(("write", batch, Position(self.directory).read()))
+        self.calls.append(("write", batch, self.directory.read_position()))
 
     def append(self, results, batch, windowed):
-        self.calls.append(("append", batch, Position(self.directory).read()))
+        self.calls.append(("append", batch, self.directory.read_position()))
 
 
 def test_at_most_once_records_the_position_before_the_effects(directory):
@@ -150,7 +153,8 @@ def test_at_most_once_records_the_position_before_the_effects(directory):
     write_effects(AT_MOST, directory, sink, None, batch, False, 7_000)
     write_effects(AT_LEAST, directory, sink, None, batch, False, 9_000)
     write_effects(EXACTLY, directory, sink, None, batch, False, 9_000)
-    assert sink.calls == [("append", batch, (3, 7_000)), ("append", batch, (3, 7_000)), ("write", batch, (3, 7_000))]
+    taken = DeliveryPosition(3, 7_000)
+    assert sink.calls == [("append", batch, taken), ("append", batch, taken), ("write", batch, taken)]
 
 
 def test_effects_count_shortfalls_as_lost_and_excesses_as_duplicated():

@@ -13,7 +13,6 @@ import pytest
 
 from persistent import GeneratorSource, Job, SQLiteSink
 from persistent.runtime.metrics import COUNTERS, GAUGES, JobMetrics
-from persistent.tools.inspection import read_progress
 
 from jobwriter import Counting
 from prometheus_scrape import scrape
@@ -29,7 +28,7 @@ def metrics(free_port):
 
 def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batches_published(metrics, counting_job):
     served, port = metrics
-    progress = read_progress(counting_job.directory, 3)  # what persistent status shows
+    progress = counting_job.directory.read_progress(3)  # what persistent status shows
     for batch in progress:
         served.publish(batch)
     figures, last = scrape(port, "count"), progress[-1]
@@ -64,7 +63,7 @@ def test_before_the_first_batch_the_totals_are_zero_and_no_gauge_is_served(metri
 
 def test_figures_a_batch_lacks_are_not_served(metrics, counting_job):
     served, port = metrics
-    first = read_progress(counting_job.directory, 3)[0]
+    first = counting_job.directory.read_progress(3)[0]
     served.publish(dataclasses.replace(first, clock_ms=None, commit_seconds=None))
     figures = scrape(port, "count")
     assert "persistent_clock_seconds" not in figures and "persistent_clock_lag_seconds" not in figures
@@ -74,7 +73,7 @@ def test_figures_a_batch_lacks_are_not_served(metrics, counting_job):
 
 def test_two_jobs_in_one_process_serve_their_own_figures(metrics, counting_job, free_port):
     served, port = metrics
-    first, second = read_progress(counting_job.directory, 3)[:2]
+    first, second = counting_job.directory.read_progress(3)[:2]
     other_port = free_port()
     other = JobMetrics(other_port, "count", address="127.0.0.1")
     try:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from persistent.storage.job_directory import PROGRESS_KEPT, JobDirectory, RecoveryPath
+from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import LocalFileSystem
 
@@ -75,7 +73,7 @@ def test_without_a_number_a_fresh_start_takes_the_default_and_later_starts_the_r
     spark_has_a_query(directory)
     assert directory.plan(None, 12).key_groups == 8  # path A
     directory.fs.delete(directory.spark)
-    assert (directory.plan(None, 12).path, directory.read_generation()["key_groups"]) == (RecoveryPath.FROM_CLOCK, 8)
+    assert (directory.plan(None, 12).path, directory.read_generation().key_groups) == (RecoveryPath.FROM_CLOCK, 8)
     with pytest.raises(ValueError, match="records no number of key groups: give the job's key_groups"):
         JobDirectory(LocalFileSystem(), str(tmp_path / "other")).plan(None)
 
@@ -119,15 +117,6 @@ def test_a_corrupt_generation_record_says_what_to_do(directory):
     directory.fs.write_atomic(directory.fs.join(directory.root, "generation"), b"{")
     with pytest.raises(CorruptCheckpointError, match="delete .*spark to restart from the clock"):
         directory.plan(2)
-
-
-def test_progress_keeps_the_newest_records(directory):
-    for batch in range(PROGRESS_KEPT + 3):
-        directory.record_progress({"generation": 0, "batch": batch, "rows": batch})
-    names = directory.fs.list_names(directory.progress)
-    assert len(names) == PROGRESS_KEPT
-    newest = json.loads(directory.fs.read_bytes(directory.fs.join(directory.progress, names[-1])))
-    assert newest["batch"] == PROGRESS_KEPT + 2
 
 
 WINDOW_4S = {"monoid": {"name": "sum", "version": 1, "params": {"kind": "float"}},
@@ -185,7 +174,7 @@ def test_a_copy_without_its_generation_file_takes_its_key_groups_from_the_clock(
     # Not the default from the cluster's cores: the clock's tasks name every key group.
     restart = directory.plan(None, 8)
     assert (restart.path, restart.key_groups, restart.restored) == (RecoveryPath.FROM_CLOCK, 3, {0, 1, 2})
-    assert directory.read_generation()["key_groups"] == 3
+    assert directory.read_generation().key_groups == 3
 
 
 def test_a_copy_without_its_generation_file_refuses_another_number_of_key_groups(directory):

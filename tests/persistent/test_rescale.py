@@ -9,8 +9,8 @@ import json
 import pytest
 from test_recovery import checkpoint_all, directory  # noqa: F401 (directory: fixture)
 
-from persistent.runtime.rescale import RescalePlan, install, pending, rescale_if_asked
-from persistent.storage.job_directory import RecoveryPath, task_name
+from persistent.runtime.rescale import install, rescale_if_asked
+from persistent.storage.job_directory import RecoveryPath, RescalePlan, task_name
 from state.checkpoint_store import CheckpointStore
 
 PLAN = RescalePlan(clock_ms=2000, from_groups=3, to_groups=2)
@@ -34,8 +34,8 @@ def assert_installed(directory) -> None:
     record = directory.clock.read()
     assert (record.clock_ms, dict(record.task_clocks)) == (2000, {"group-00000": 2000, "group-00001": 2000})
     assert directory.clock.history() == [record]  # no rewind reaches the old layout
-    assert directory.read_generation()["key_groups"] == 2
-    assert pending(directory) is None and not directory.fs.exists(directory.fs.join(directory.root, "rescale"))
+    assert directory.read_generation().key_groups == 2
+    assert directory.read_rescale_plan() is None and not directory.fs.exists(directory.fs.join(directory.root, "rescale"))
 
 
 def test_a_start_after_a_crash_in_the_install_finishes_it(directory):
@@ -43,7 +43,7 @@ def test_a_start_after_a_crash_in_the_install_finishes_it(directory):
     # The crash came after the first staged file was renamed into place.
     staged = CheckpointStore(directory.fs, directory.fs.join(directory.root, "rescale", "checkpoints"), task_name(0))
     directory.fs.replace(staged.path(2000), directory.store(0).path(2000))
-    assert pending(directory) == PLAN
+    assert directory.read_rescale_plan() == PLAN
 
     # A start without a number of key groups finishes it too.
     assert rescale_if_asked(None, directory, None, None, None, 100, str) == PLAN
@@ -58,7 +58,7 @@ def test_a_half_done_rescale_refuses_another_number(directory):
     staged_rescale(directory)
     with pytest.raises(ValueError, match="rescale of .* to 2 key groups is half done: start the job with key_groups=2"):
         rescale_if_asked(None, directory, 3, None, None, 100, str)
-    assert pending(directory) == PLAN and directory.store(2).times() == [1000, 2000]
+    assert directory.read_rescale_plan() == PLAN and directory.store(2).times() == [1000, 2000]
 
 
 def test_with_spark_s_checkpoint_there_the_plan_refuses_and_says_how_to_rescale(directory):
