@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
 from persistent.core.badrecords import BadRecord
-from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, _FilesReader
+from persistent.core.errors import ConfigError
+from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
 from persistent.sources.generator import GeneratorSource, _GeneratorReader
 from persistent.storage.files_log import InputFileChangedError
 from persistent.storage.filesystems import JobStorage
@@ -167,9 +168,17 @@ def test_a_parquet_time_column_of_another_type_is_named(tmp_path):
     ]
 
 
-def test_files_source_rejects_unknown_formats():
-    with pytest.raises(ValueError, match="'text', 'jsonl' or 'parquet'"):
+def test_files_source_takes_a_format_or_its_name():
+    assert FilesSource("in", "jsonl").file_format is FileFormat.JSONL
+    assert FilesSource("in", FileFormat.PARQUET).file_format is FileFormat.PARQUET
+    assert FilesSource("in").file_format is FileFormat.TEXT
+    assert FilesSource("in", "jsonl") == FilesSource("in", FileFormat.JSONL)
+
+
+def test_files_source_rejects_unknown_formats_naming_the_choices():
+    with pytest.raises(ConfigError, match="file_format") as refused:
         FilesSource("in", "csv")
+    assert "'csv'" in str(refused.value) and all(repr(f.value) in str(refused.value) for f in FileFormat)
 
 
 @pytest.mark.parametrize("start_ms", [0, 35])
