@@ -24,7 +24,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
 from state.fs import FileSystem
 
 __all__ = [
@@ -71,7 +71,7 @@ def encode_record(timestamp_ms: int, data: bytes) -> bytes:
     """The record holding ``data`` stamped with ``timestamp_ms``."""
     timestamp_ms = check_time_ms(timestamp_ms)
     if not isinstance(data, _BYTES_LIKE):
-        raise TypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
+        raise StateTypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
     payload = bytes(data)
     prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, timestamp_ms, len(payload), 0)[:_CRC_OFFSET]
     return prefix + struct.pack(">I", _crc(prefix, payload)) + payload

@@ -1,7 +1,7 @@
 """Errors raised by persistent states and their stores.
 
-Each inherits the matching builtin as well, so callers may catch ``ValueError`` or
-``OSError`` as usual; messages name what was wrong, where, and what to do.
+Each inherits the matching builtin as well, so callers may catch ``ValueError``,
+``TypeError`` or ``OSError`` as usual; messages name what was wrong, where, and what to do.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "StateError",
     "StateValueError",
+    "StateTypeError",
     "CheckpointError",
     "CorruptCheckpointError",
     "MissingCheckpointError",
@@ -25,6 +26,10 @@ class StateError(Exception):
 
 class StateValueError(StateError, ValueError):
     """Bad input to a state: a negative timestamp, a bad window, a value the monoid refuses."""
+
+
+class StateTypeError(StateError, TypeError):
+    """Input of the wrong type to a store: checkpoint data that is not bytes."""
 
 
 class CheckpointError(StateError, OSError):
