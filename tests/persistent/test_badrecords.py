@@ -17,6 +17,7 @@ from persistent import PersistentTask
 from persistent.core.badrecords import (
     BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 )
+from persistent.core.errors import ConfigError
 from persistent.runtime.keygroup import KeyGroup
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, Window, WindowState
@@ -199,10 +200,10 @@ def test_a_job_takes_the_mode_by_name_and_refuses_others(tmp_path):
     assert dead.bad_records is BadRecords.DEAD_LETTER
     assert dead.dead_letters.directory == f"{tmp_path / 'ck'}/dead-letters"
     assert job(dead_letter_dir="elsewhere/").dead_letters.directory == "elsewhere"
-    with pytest.raises(ValueError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
+    with pytest.raises(ConfigError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
         job(bad_records="skip")
     assert job().late_records is LateRecords.DROP and job(late_records="output").late_records is LateRecords.OUTPUT
-    with pytest.raises(ValueError, match="late_records must be one of 'drop', 'output', got 'keep'"):
+    with pytest.raises(ConfigError, match="late_records must be one of 'drop', 'output', got 'keep'"):
         job(late_records="keep")
-    with pytest.raises(ValueError, match="max_event_time_skew_ms must be >= 0, got -1"):
+    with pytest.raises(ConfigError, match="max_event_time_skew_ms must be >= 0, got -1"):
         job(max_event_time_skew_ms=-1)

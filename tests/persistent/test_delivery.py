@@ -7,6 +7,7 @@ import pytest
 
 from monoids import Count
 from persistent import PersistentTask
+from persistent.core.errors import ConfigError
 from persistent.runtime.delivery import Delivery, Effects, Position, plan, write_effects
 from persistent.runtime.job import Job
 from persistent.sinks.base import BatchId, Sink
@@ -54,14 +55,14 @@ def test_a_setting_is_its_value_or_the_enum_and_exactly_once_is_the_default(tmp_
 
 
 def test_an_unknown_setting_names_the_choices(tmp_path):
-    with pytest.raises(ValueError, match="Job: delivery must be one of 'at-most-once', 'at-least-once', "
+    with pytest.raises(ConfigError, match="Job: delivery must be one of 'at-most-once', 'at-least-once', "
                                          "'exactly-once', got 'twice'"):
         job(tmp_path, delivery="twice")
 
 
 def test_a_sink_that_cannot_append_serves_exactly_once_only(tmp_path):
     assert job(tmp_path, sink=WriteOnly()).delivery is EXACTLY
-    with pytest.raises(ValueError, match="delivery 'at-least-once' appends .* WriteOnly has no append"):
+    with pytest.raises(ConfigError, match="delivery 'at-least-once' appends .* WriteOnly has no append"):
         job(tmp_path, sink=WriteOnly(), delivery="at-least-once")
 
 
