@@ -172,6 +172,8 @@ class CheckpointStore:
 
     def _missing(self, timestamp_ms: int) -> MissingCheckpointError:
         return MissingCheckpointError(
+            self.task,
+            timestamp_ms,
             f"task {self.task!r} has no checkpoint at {timestamp_ms} ms: {self.path(timestamp_ms)} does not "
             f"exist (held: {describe_times(self.times())}); {_RESTORE_OLDER}"
         )

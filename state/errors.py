@@ -41,7 +41,15 @@ class CorruptCheckpointError(CheckpointError):
 
 
 class MissingCheckpointError(CheckpointError):
-    """A checkpoint that must exist (for example one named by the clock) does not."""
+    """A checkpoint that must exist (for example one named by the clock) does not:
+    task ``task`` has none at ``timestamp_ms``."""
+
+    def __init__(self, task: str, timestamp_ms: int, message: str) -> None:
+        super().__init__(message)
+        self.task, self.timestamp_ms = task, timestamp_ms
+
+    def __reduce__(self):
+        return type(self), (self.task, self.timestamp_ms, str(self)), self.__dict__
 
 
 class ClockError(CheckpointError):

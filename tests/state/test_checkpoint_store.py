@@ -192,6 +192,7 @@ def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: Chec
     store.persist(10, b"x")
     with pytest.raises(MissingCheckpointError) as caught:
         store.recover(20)
+    assert (caught.value.task, caught.value.timestamp_ms) == (TASK, 20)
     message = str(caught.value)
     assert store.path(20) in message and "20 ms" in message and "held: 10 ms" in message
     assert "rewind" in message
