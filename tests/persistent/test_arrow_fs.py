@@ -45,8 +45,9 @@ def test_a_write_replaces_the_object_whole(s3):
 
 def test_a_missing_bucket_is_a_storage_error_naming_the_uri(s3_server):
     fs = ArrowFileSystem("s3://no-such-bucket")
-    with pytest.raises(StorageError, match="cannot write s3://no-such-bucket/job/x: .*bucket does not exist"):
+    with pytest.raises(StorageError, match="bucket does not exist") as refused:
         fs.write_atomic("s3://no-such-bucket/job/x", b"data")
+    assert (refused.value.action, refused.value.path) == ("write", "s3://no-such-bucket/job/x")
 
 
 def test_a_uri_of_another_bucket_or_scheme_is_refused(s3):

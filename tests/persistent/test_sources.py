@@ -343,8 +343,9 @@ def test_a_file_of_a_micro_batch_that_failed_on_a_bad_record_may_be_fixed_before
     assert rows(reader(), {"files": 1}, {"files": 2})[0]["value"] == "b1 fixed"
 
     write_lines(inputs, "a.txt", "a1 changed")  # micro-batch 0 is committed: its file is in the state
-    with pytest.raises(InputFileChangedError, match="a.txt changed after it was read as file 0"):
+    with pytest.raises(InputFileChangedError, match="changed after it was read as file 0") as refused:
         source.check(None, JobStorage(str(job)))
+    assert refused.value.path == str(inputs / "a.txt")
 
 
 def test_a_file_of_an_uncommitted_micro_batch_that_did_not_fail_on_a_bad_record_is_refused(tmp_path, inputs, reader):
@@ -356,8 +357,9 @@ def test_a_file_of_an_uncommitted_micro_batch_that_did_not_fail_on_a_bad_record_
     spark_checkpoint(job, ends=[1, 2], committed=0)
     JobStorage(str(job)).directory().record_key_groups(2)
     write_lines(inputs, "b.txt", "b1 fixed")
-    with pytest.raises(InputFileChangedError, match="b.txt changed after it was read as file 1"):
+    with pytest.raises(InputFileChangedError, match="changed after it was read as file 1") as refused:
         FilesSource(str(inputs), "text").check(None, JobStorage(str(job)))
+    assert refused.value.path == str(inputs / "b.txt")
 
 
 def test_a_rewind_that_needs_a_deleted_file_is_refused_naming_it(inputs, reader):
