@@ -11,6 +11,7 @@ from state.errors import (
     NoSpaceError,
     NotWritableError,
     StateError,
+    StateTypeError,
     StateValueError,
     StorageError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "LocalFileSystem",
     "StateError",
     "StateValueError",
+    "StateTypeError",
     "CheckpointError",
     "CorruptCheckpointError",
     "MissingCheckpointError",

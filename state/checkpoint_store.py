@@ -24,7 +24,7 @@ import struct
 import zlib
 from typing import NamedTuple
 
-from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
 from state.fs import FileSystem
 
 __all__ = [
@@ -71,7 +71,7 @@ def encode_record(timestamp_ms: int, data: bytes) -> bytes:
     """The record holding ``data`` stamped with ``timestamp_ms``."""
     timestamp_ms = check_time_ms(timestamp_ms)
     if not isinstance(data, _BYTES_LIKE):
-        raise TypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
+        raise StateTypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
     payload = bytes(data)
     prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, timestamp_ms, len(payload), 0)[:_CRC_OFFSET]
     return prefix + struct.pack(">I", _crc(prefix, payload)) + payload
@@ -172,6 +172,8 @@ class CheckpointStore:
 
     def _missing(self, timestamp_ms: int) -> MissingCheckpointError:
         return MissingCheckpointError(
+            self.task,
+            timestamp_ms,
             f"task {self.task!r} has no checkpoint at {timestamp_ms} ms: {self.path(timestamp_ms)} does not "
             f"exist (held: {describe_times(self.times())}); {_RESTORE_OLDER}"
         )

@@ -1,7 +1,7 @@
 """Errors raised by persistent states and their stores.
 
-Each inherits the matching builtin as well, so callers may catch ``ValueError`` or
-``OSError`` as usual; messages name what was wrong, where, and what to do.
+Each inherits the matching builtin as well, so callers may catch ``ValueError``,
+``TypeError`` or ``OSError`` as usual; messages name what was wrong, where, and what to do.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "StateError",
     "StateValueError",
+    "StateTypeError",
     "CheckpointError",
     "CorruptCheckpointError",
     "MissingCheckpointError",
@@ -27,6 +28,10 @@ class StateValueError(StateError, ValueError):
     """Bad input to a state: a negative timestamp, a bad window, a value the monoid refuses."""
 
 
+class StateTypeError(StateError, TypeError):
+    """Input of the wrong type to a store: checkpoint data that is not bytes."""
+
+
 class CheckpointError(StateError, OSError):
     """A checkpoint or clock cannot be read or written."""
 
@@ -42,7 +47,15 @@ class CorruptCheckpointError(CheckpointError):
 
 
 class MissingCheckpointError(CheckpointError):
-    """A checkpoint that must exist (for example one named by the clock) does not."""
+    """A checkpoint that must exist (for example one named by the clock) does not:
+    task ``task`` has none at ``timestamp_ms``."""
+
+    def __init__(self, task: str, timestamp_ms: int, message: str) -> None:
+        super().__init__(message)
+        self.task, self.timestamp_ms = task, timestamp_ms
+
+    def __reduce__(self):
+        return type(self), (self.task, self.timestamp_ms, str(self)), self.__dict__
 
 
 class ClockError(CheckpointError):

@@ -119,12 +119,16 @@ def _plain(value: Any) -> Any:
 
 
 class BadRecordError(InputError):
-    """A bad record in a job that fails on bad records (``BadRecords.FAIL``)."""
+    """A bad record in a job that fails on bad records (``BadRecords.FAIL``): ``record``,
+    the first of ``count`` bad records ``where`` (a micro-batch, for instance)."""
 
     def __init__(self, record: BadRecord, count: int = 1, where: str = ""):
-        self.record, self.count = record, count
+        self.record, self.count, self.where = record, count, where
         more = f" ({count} bad records{' in ' + where if where else ''}; this is the first)" if count > 1 else ""
         super().__init__(f"bad record at {record.describe()}{more}")
+
+    def __reduce__(self):
+        return type(self), (self.record, self.count, self.where), self.__dict__
 
 
 class DeadLetters:

@@ -1,44 +1,62 @@
 """Crash points for the failure tests: inert unless ``PERSISTENT_CRASH_POINT`` is set.
 
 ``PERSISTENT_CRASH_POINT=NAME:N:FILE`` makes the ``N``-th arrival (from 1, counted in
-each process) at point ``NAME`` create ``FILE``, write the waiting process's id into
-it, and then wait, so a test can kill the whole job (or the executor that runs the
-waiting process) with SIGKILL at exactly that moment. ``FILE`` is created
-exclusively: one process waits, the others go on. The points, in the order a
-micro-batch reaches them:
-
-- ``checkpoints``: on an executor, a key group's checkpoint durable, its task not
-  finished (the micro-batch's other checkpoints may not be written yet);
-- ``group``: on an executor, a key group's new state handed to Spark's state store;
-- ``batch``: on the driver, the micro-batch's results computed, nothing committed;
-- ``sink``: inside the sink's transaction, the results written but not committed;
-- ``clock``: every checkpoint durable, the clock not yet advanced;
-- ``committed``: on the driver, all of the micro-batch written (sink, checkpoints,
-  clock, progress), Spark's commit of it not yet.
+each process) at the ``CrashPoint`` whose value is ``NAME`` create ``FILE``, write the
+waiting process's id into it, and then wait, so a test can kill the whole job (or the
+executor that runs the waiting process) with SIGKILL at exactly that moment. ``FILE``
+is created exclusively: one process waits, the others go on. A value of another
+shape, or a ``NAME`` that is no crash point, is a ``ConfigError`` at the first
+arrival at any point: a test that names a point wrongly fails instead of never
+crashing.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 
-__all__ = ["POINTS", "crash_point"]
+from persistent.core.choices import Choice
+from persistent.core.errors import ConfigError
 
-POINTS = ("checkpoints", "group", "batch", "sink", "clock", "committed")
+__all__ = ["CrashPoint", "crash_point"]
 
-_arrivals: dict[str, int] = {}
+_VARIABLE = "PERSISTENT_CRASH_POINT"
 
 
-def crash_point(name: str) -> None:
+class CrashPoint(Choice, enum.StrEnum):
+    """The crash points, in the order a micro-batch reaches them. A member is its
+    value, the ``NAME`` of ``PERSISTENT_CRASH_POINT``."""
+
+    #: On an executor, a key group's checkpoint durable, its task not finished (the
+    #: micro-batch's other checkpoints may not be written yet).
+    CHECKPOINTS = "checkpoints"
+    #: On an executor, a key group's new state handed to Spark's state store.
+    GROUP = "group"
+    #: On the driver, the micro-batch's results computed, nothing committed.
+    BATCH = "batch"
+    #: Inside the sink's transaction, the results written but not committed.
+    SINK = "sink"
+    #: Every checkpoint durable, the clock not yet advanced.
+    CLOCK = "clock"
+    #: On the driver, all of the micro-batch written (sink, checkpoints, clock,
+    #: progress), Spark's commit of it not yet.
+    COMMITTED = "committed"
+
+
+_arrivals: dict[CrashPoint, int] = {}
+
+
+def crash_point(point: CrashPoint) -> None:
     """Waits forever here when ``PERSISTENT_CRASH_POINT`` names this arrival."""
-    spec = os.environ.get("PERSISTENT_CRASH_POINT")
+    spec = os.environ.get(_VARIABLE)
     if not spec:
         return
-    point, count, path = spec.split(":", 2)
-    if point != name:
+    armed, count, path = _parse(spec)
+    if armed != point:
         return
-    _arrivals[name] = _arrivals.get(name, 0) + 1
-    if _arrivals[name] != int(count):
+    _arrivals[armed] = _arrivals.get(armed, 0) + 1
+    if _arrivals[armed] != count:
         return
     try:
         marker = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -48,3 +66,12 @@ def crash_point(name: str) -> None:
     os.close(marker)
     while True:
         time.sleep(60)
+
+
+def _parse(spec: str) -> tuple[CrashPoint, int, str]:
+    """The point, the arrival and the file of ``PERSISTENT_CRASH_POINT``'s value ``spec``."""
+    name, count, path = (spec.split(":", 2) + ["", ""])[:3]
+    point = CrashPoint.of(name, f"{_VARIABLE}'s NAME (in NAME:N:FILE)")
+    if not (count.isdecimal() and int(count) >= 1 and path):
+        raise ConfigError(f"{_VARIABLE} must be NAME:N:FILE, N an arrival counted from 1, got {spec!r}")
+    return point, int(count), path

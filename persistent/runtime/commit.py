@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
-from persistent.core.faults import crash_point
+from persistent.core.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
@@ -87,13 +87,13 @@ class Commit:
         groups report bad records or late messages to write. ``computing_seconds`` is
         how long computing the batch took before the commit. Returns the batch's progress."""
         computed = self.timer.monotonic()
-        crash_point("batch")
+        crash_point(CrashPoint.BATCH)
         batch = BatchId(self.recovery.generation, batch_id)
         dead_letters = self._dead_letters(batch, reports, write_dead_letters)
         next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
         write_effects(self.delivery, self.directory, self.sink, results, batch, self.windowed, next_ms)
         checkpoints = {r.grp: r.checkpoint_ms for r in reports if r.checkpoint_ms is not None}
-        crash_point("clock")
+        crash_point(CrashPoint.CLOCK)
         clock_ms = self._advance_clock(checkpoints, batch) if self.checkpoints else None
         if checkpoints:
             self._retain(checkpoints)
@@ -120,7 +120,7 @@ class Commit:
         self.directory.record_progress(progress)
         for listener in self.listeners:
             listener(progress)
-        crash_point("committed")
+        crash_point(CrashPoint.COMMITTED)
         return progress
 
     def _dead_letters(self, batch: BatchId, reports: Sequence[GroupReport],

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRecords, LateRecords, late_messages
-from persistent.core.faults import crash_point
+from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.keygroup import KeyGroup
 from persistent.runtime.reports import GroupReport
@@ -81,12 +81,12 @@ def group_function(
             began = time.monotonic()
             written = _persist(storage.directory(), grp, *checkpoint)
             writing_s = time.monotonic() - began
-            crash_point("checkpoints")
+            crash_point(CrashPoint.CHECKPOINTS)
         encoded = b""
         if carries:
             encoded = group.encode()
             state.update((encoded,))
-            crash_point("group")
+            crash_point(CrashPoint.GROUP)
             # Wake this group when the watermark reaches its next boundary, even with no input.
             # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
             state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))

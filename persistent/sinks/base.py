@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from persistent.core.errors import ConfigError, RestartRefusedError
-from persistent.core.faults import crash_point
+from persistent.core.faults import CrashPoint, crash_point
 
 __all__ = ["BatchId", "result_columns", "Sink", "TransactionalSink"]
 
@@ -116,7 +116,7 @@ class TransactionalSink(Sink):
                 # The table is created with the first results: an empty frame's types say nothing.
                 db.execute(self._create(windowed, *types))
                 self._upsert(db, rows, windowed)
-            crash_point("sink")
+            crash_point(CrashPoint.SINK)
 
     def check_fresh_start(self, spark) -> None:
         with self._transaction() as db:
@@ -156,7 +156,7 @@ class TransactionalSink(Sink):
                 db.executemany(
                     f"INSERT INTO {self.table} ({', '.join(names)}) VALUES ({self._placeholders(len(names))})", rows
                 )
-            crash_point("sink")
+            crash_point(CrashPoint.SINK)
 
     def _upsert(self, db, rows: list[tuple], windowed: bool) -> None:
         values = f"VALUES ({self._placeholders(len(self._names(windowed)))})"

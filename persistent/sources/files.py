@@ -33,13 +33,14 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
+from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError, InputError
-from persistent.sources.base import ARROW_BATCH_ROWS, MESSAGE_COLUMNS, Backlog, Source
+from persistent.sources.base import MESSAGE_COLUMNS, Backlog, Source
 from persistent.storage.files_log import FilesLog, InputFileSystem, listing
 from persistent.storage.filesystems import JobStorage, cached_filesystem
 from state.fs import FileStatus
 
-__all__ = ["FilesSource", "FILE_SPAN_MS"]
+__all__ = ["FilesSource", "FileFormat", "FILE_SPAN_MS"]
 
 #: Event-time span of one text file: line n of file f is at f * FILE_SPAN_MS + n + 1.
 FILE_SPAN_MS = 1_000_000
@@ -48,9 +49,22 @@ FILE_SPAN_MS = 1_000_000
 _FILES_COLUMNS = [*MESSAGE_COLUMNS, BAD_RECORD_COLUMN]
 
 
+class FileFormat(Choice):
+    """The format of a files source's files."""
+
+    #: Lines of text, each a message timed by its place (``FILE_SPAN_MS``).
+    TEXT = "text"
+    #: JSON lines, each an object holding the key and the time.
+    JSONL = "jsonl"
+    #: Parquet files, each row holding the key and the time.
+    PARQUET = "parquet"
+
+
 @dataclass(frozen=True)
 class FilesSource(Source):
     """Text, JSON-lines or Parquet files in ``directory``; see the module docstring.
+
+    ``file_format`` is a ``FileFormat`` or its value (``"text"``, ``"jsonl"``, ``"parquet"``).
 
     For JSON lines and Parquet, ``timestamp_field`` holds the event time (ms, or a
     Parquet timestamp), ``key_field`` the key, and the whole record (as JSON) is the value.
@@ -59,7 +73,7 @@ class FilesSource(Source):
     """
 
     directory: str
-    file_format: str = "text"
+    file_format: FileFormat = FileFormat.TEXT
     max_files_per_batch: int = 1
     timestamp_field: str = "timestamp"
     key_field: str = "key"
@@ -72,10 +86,7 @@ class FilesSource(Source):
         return _FilesDataSource
 
     def __post_init__(self):
-        if self.file_format not in ("text", "jsonl", "parquet"):
-            raise ConfigError(
-                f"files source: file_format must be 'text', 'jsonl' or 'parquet', got {self.file_format!r}"
-            )
+        object.__setattr__(self, "file_format", FileFormat.of(self.file_format, "files source: file_format"))
         if self.max_files_per_batch <= 0:
             raise ConfigError(f"files source: max_files_per_batch must be > 0, got {self.max_files_per_batch}")
 
@@ -83,7 +94,7 @@ class FilesSource(Source):
         return {
             "directory": _input_directory(self.directory),
             "input_webhdfs_address": self.webhdfs_address or "",
-            "file_format": self.file_format,
+            "file_format": self.file_format.value,
             "max_files_per_batch": str(self.max_files_per_batch),
             "timestamp_field": self.timestamp_field,
             "key_field": self.key_field,
@@ -156,9 +167,9 @@ def _files_log(directory: str, job: JobStorage | None) -> FilesLog:
     return FilesLog(directory, job_directory.fs, job_directory.input_log)
 
 
-def _first_file(start_ms: int, file_format: str) -> int:
+def _first_file(start_ms: int, file_format: FileFormat) -> int:
     """Text files before ``start_ms`` hold no message at or after it; other files may."""
-    return max(0, start_ms - 1) // FILE_SPAN_MS if file_format == "text" else 0
+    return max(0, start_ms - 1) // FILE_SPAN_MS if file_format is FileFormat.TEXT else 0
 
 
 @dataclass(frozen=True)
@@ -175,7 +186,7 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.directory = options["directory"]
         self.max_files = int(options["max_files_per_batch"])
-        self.first = _first_file(int(options.get("start_ms", "0")), options["file_format"])
+        self.first = _first_file(int(options.get("start_ms", "0")), FileFormat(options["file_format"]))
         root = options.get("job_directory")
         self.job = JobStorage(root, options.get("webhdfs_address") or None) if root else None
         self.target: set[str] | None = None
@@ -221,14 +232,14 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.take([present[n] for n in new[: None if upto is None else max(0, upto - len(log))]])
 
     def read(self, partition: _Files):
-        file_format = self.options["file_format"]
+        file_format = FileFormat(self.options["file_format"])
         key_field, time_field = self.options["key_field"], self.options["timestamp_field"]
         fs = _input_fs(self.options)
         for offset, path in enumerate(partition.paths):
             with fs.open_input(path) as file:
-                if file_format == "text":
+                if file_format is FileFormat.TEXT:
                     yield from _text_messages(path, file, (partition.first_index + offset) * FILE_SPAN_MS)
-                elif file_format == "jsonl":
+                elif file_format is FileFormat.JSONL:
                     yield from _jsonl_messages(path, file, key_field, time_field)
                 else:
                     yield from _parquet_messages(path, file, key_field, time_field)
@@ -375,7 +386,8 @@ class _FilesDataSource(DataSource):
 
     def schema(self) -> str:
         # Text lines are all messages; JSON lines and Parquet rows may be bad records.
-        marks = "" if self.options.get("file_format", "text") == "text" else f", {BAD_RECORD_COLUMN} string"
+        text = FileFormat(self.options.get("file_format", FileFormat.TEXT.value)) is FileFormat.TEXT
+        marks = "" if text else f", {BAD_RECORD_COLUMN} string"
         return f"key string, timestamp bigint, value string{marks}"
 
     def streamReader(self, schema):

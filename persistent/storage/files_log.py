@@ -40,6 +40,9 @@ class InputFileChangedError(InputError):
         super().__init__(message)
         self.path = path
 
+    def __reduce__(self):
+        return type(self), (self.path, str(self)), self.__dict__
+
 
 class InputFileSystem(Protocol):
     """What the files source needs of a file system (``persistent.storage.filesystems``' file

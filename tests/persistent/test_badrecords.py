@@ -17,6 +17,7 @@ from persistent import PersistentTask
 from persistent.core.badrecords import (
     BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 )
+from persistent.core.errors import ConfigError
 from persistent.runtime.keygroup import KeyGroup
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, Window, WindowState
@@ -157,8 +158,9 @@ def test_rows_marked_by_the_source_are_bad_records_unless_before_the_restore_poi
     assert (outcome.applied, outcome.replayed, outcome.late_count) == (2, 2, 0)
     assert outcome.bad == [BadRecord.from_json(marked[0])]
     assert group.table.get("a") == 2 and group.table.get("b") == 3
-    with pytest.raises(BadRecordError, match=r"bad record at in/a\.jsonl line 1: not JSON; record: not json"):
+    with pytest.raises(BadRecordError, match=r"in/a\.jsonl line 1") as failed:
         group.apply(frame, BadRecords.FAIL)
+    assert failed.value.record == BadRecord.from_json(marked[0])
     # Behind the watermark, the good message at 12 ms is late; the marked rows stay bad records.
     outcome = KeyGroup(PassValues(), 100, floor_ms=10).apply(frame, BadRecords.DEAD_LETTER, 13)
     assert (outcome.applied, outcome.replayed, outcome.late.values.tolist(), len(outcome.bad)) == (1, 2, [["a", 12, 2]], 1)
@@ -200,11 +202,11 @@ def test_a_job_takes_the_mode_by_name_and_refuses_others(tmp_path):
     assert dead.bad_records == "dead-letter" and Plan.of(dead).bad_records is BadRecords.DEAD_LETTER
     assert dead.dead_letters.directory == f"{tmp_path / 'ck'}/dead-letters"
     assert job(dead_letter_dir="elsewhere/").dead_letters.directory == "elsewhere"
-    with pytest.raises(ValueError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
+    with pytest.raises(ConfigError, match="bad_records must be one of 'fail', 'dead-letter', got 'skip'"):
         job(bad_records="skip")
     assert Plan.of(job()).late_records is LateRecords.DROP
     assert Plan.of(job(late_records="output")).late_records is LateRecords.OUTPUT
-    with pytest.raises(ValueError, match="late_records must be one of 'drop', 'output', got 'keep'"):
+    with pytest.raises(ConfigError, match="late_records must be one of 'drop', 'output', got 'keep'"):
         job(late_records="keep")
-    with pytest.raises(ValueError, match="max_event_time_skew_ms must be >= 0, got -1"):
+    with pytest.raises(ConfigError, match="max_event_time_skew_ms must be >= 0, got -1"):
         job(max_event_time_skew_ms=-1)

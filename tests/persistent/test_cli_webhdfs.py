@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from persistent.core.errors import ConfigError
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from persistent.storage.webhdfs import WebHdfsFileSystem
@@ -61,9 +62,9 @@ def test_replacing_a_file_writes_a_temporary_file_and_renames_it_over_the_target
 
 def test_a_uri_of_another_namenode_is_refused(hdfs):
     url, _, _ = hdfs
-    with pytest.raises(ValueError, match="is not on webhdfs://"):
+    with pytest.raises(ConfigError, match="is not on webhdfs://"):
         WebHdfsFileSystem(url).read_bytes("webhdfs://elsewhere:9870/x")
-    with pytest.raises(ValueError, match="not a webhdfs://NAMENODE"):
+    with pytest.raises(ConfigError, match="not a webhdfs://NAMENODE"):
         WebHdfsFileSystem("http://127.0.0.1:9870/x")
 
 
@@ -140,5 +141,5 @@ def test_an_hdfs_uri_is_reached_over_webhdfs_as_the_key_groups_reach_it(hdfs):
     stored = root / "jobs" / "count" / "checkpoints" / "group-00003" / "0000000000000000001000.ckpt"
     assert stored.stat().st_size == size
     assert {op for role, _, op, _, _ in log if role == "namenode"} >= {"CREATE", "RENAME", "OPEN"}
-    with pytest.raises(ValueError, match="is not on hdfs://namenode.example.org:8020"):
+    with pytest.raises(ConfigError, match="is not on hdfs://namenode.example.org:8020"):
         directory.fs.read_bytes("hdfs://elsewhere:8020/x")

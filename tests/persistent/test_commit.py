@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
+from persistent.core.faults import CrashPoint
 from persistent.runtime import commit as commit_module
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery
@@ -86,16 +87,17 @@ def test_the_sink_is_written_before_the_clock_advances(directory, events, make_c
 
 
 def test_the_crash_points_stand_between_the_effects_in_their_order(directory, events, make_commit, monkeypatch):
-    monkeypatch.setattr(commit_module, "crash_point", lambda name: events.append(("crash", name,
+    monkeypatch.setattr(commit_module, "crash_point", lambda point: events.append(("crash", point,
                                                                                    directory.clock.read())))
     commit = make_commit(bad_records=BadRecords.DEAD_LETTER, listeners=(lambda p: events.append(("progress",)),))
     commit(0, [checkpointed(directory, 0, 100), report(1, bad_records=1, first_bad=bad_json("f:1"))], None,
            events.dead_letters)
-    assert [event[:2] for event in events] == [("crash", "batch"), ("dead letters", BatchId(0, 0)),
-                                               ("sink", BatchId(0, 0)), ("crash", "clock"), ("progress",),
-                                               ("crash", "committed")]
+    assert [event[:2] for event in events] == [("crash", CrashPoint.BATCH), ("dead letters", BatchId(0, 0)),
+                                               ("sink", BatchId(0, 0)), ("crash", CrashPoint.CLOCK), ("progress",),
+                                               ("crash", CrashPoint.COMMITTED)]
     clocks = {event[1]: event[2] for event in events if event[0] == "crash"}
-    assert clocks["clock"] is None and clocks["committed"].clock_ms == 100
+    assert all(type(point) is CrashPoint for point in clocks)
+    assert clocks[CrashPoint.CLOCK] is None and clocks[CrashPoint.COMMITTED].clock_ms == 100
 
 
 def test_the_clock_waits_for_every_task_it_knows_to_report_the_newest_checkpoint(directory, events, make_commit):

@@ -69,14 +69,14 @@ def test_a_job_is_a_frozen_spec_that_holds_its_settings_as_given(tmp_path):
 
 
 def test_an_unknown_setting_names_the_choices(tmp_path):
-    with pytest.raises(ValueError, match="Job: delivery must be one of 'at-most-once', 'at-least-once', "
+    with pytest.raises(ConfigError, match="Job: delivery must be one of 'at-most-once', 'at-least-once', "
                                          "'exactly-once', got 'twice'"):
         job(tmp_path, delivery="twice")
 
 
 def test_a_sink_that_cannot_append_serves_exactly_once_only(tmp_path):
     assert Plan.of(job(tmp_path, sink=WriteOnly())).delivery is EXACTLY
-    with pytest.raises(ValueError, match="delivery 'at-least-once' appends .* WriteOnly has no append"):
+    with pytest.raises(ConfigError, match="delivery 'at-least-once' appends .* WriteOnly has no append"):
         job(tmp_path, sink=WriteOnly(), delivery="at-least-once")
 
 

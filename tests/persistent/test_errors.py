@@ -1,8 +1,11 @@
-"""Every error of ``persistent`` is a ``PersistentError`` and the builtin callers catch."""
+"""Every error of ``persistent`` is a ``PersistentError`` and the builtin callers catch;
+the errors that carry data keep it across processes."""
+
+import pickle
 
 import pytest
 
-from persistent import BadRecordError, InputFileChangedError, PersistentError, TaskDefinitionError
+from persistent import BadRecord, BadRecordError, InputFileChangedError, PersistentError, TaskDefinitionError
 from persistent.core.errors import ConfigError, InputError, JobDirectoryError, RestartRefusedError, SetupError
 from persistent.sources.generator import GeneratorSource
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
@@ -25,3 +28,14 @@ def test_a_bad_setting_is_a_config_error():
         GeneratorSource(keys=0)
     with pytest.raises(ConfigError):
         filesystem_for("ftp://host/job")
+
+
+@pytest.mark.parametrize("error, fields", [
+    (InputFileChangedError("in/a.txt", "files source: in/a.txt changed"), ("path",)),
+    (BadRecordError(BadRecord("in/a.jsonl line 2", "{", "not JSON"), 3, "micro-batch 0.4"), ("record", "count", "where")),
+])
+def test_an_error_keeps_its_fields_message_and_notes_through_pickling(error, fields):
+    error.add_note("what to do")
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == str(error) and again.__notes__ == ["what to do"]
+    assert [getattr(again, name) for name in fields] == [getattr(error, name) for name in fields]

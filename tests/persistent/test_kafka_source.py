@@ -9,6 +9,7 @@ import os
 import pyspark
 import pytest
 
+from persistent.core.errors import ConfigError
 from persistent.sources.kafka import KAFKA_PACKAGE, KafkaSource
 
 
@@ -49,7 +50,7 @@ def test_batches_are_unbounded_without_a_limit_and_extra_options_pass_through():
     ],
 )
 def test_invalid_settings_are_refused(arguments, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         KafkaSource(*arguments)
 
 

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from persistent import GeneratorSource, Job, SQLiteSink
+from persistent.core.errors import ConfigError
 from persistent.runtime.metrics import COUNTERS, GAUGES, JobMetrics
 
 from jobwriter import Counting
@@ -101,6 +102,6 @@ def test_without_prometheus_client_the_error_names_the_extra(monkeypatch, free_p
 
 
 def test_a_job_refuses_a_metrics_port_that_is_no_tcp_port(tmp_path):
-    with pytest.raises(ValueError, match="metrics_port must be a TCP port, 1 to 65535, got 70000"):
+    with pytest.raises(ConfigError, match="metrics_port must be a TCP port, 1 to 65535, got 70000"):
         Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
             metrics_port=70000)

@@ -9,6 +9,7 @@ import pytest
 import redis
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from persistent.core.errors import ConfigError, InputError
 from persistent.sources import redis as redis_source
 from persistent.sources.redis import RedisSource, _RedisReader
 
@@ -124,7 +125,7 @@ def test_field_names_are_configurable(client, redis_url):
 
 def test_an_entry_without_the_value_field_is_an_error_naming_it(client, redis_url):
     client.xadd("events", {"key": "k", "val": "1"}, id="5-3")
-    with pytest.raises(ValueError, match=r"entry 5-3 of stream 'events' has no field 'value' \(its fields: key, val\)"):
+    with pytest.raises(InputError, match=r"entry 5-3 of stream 'events' has no field 'value' \(its fields: key, val\)"):
         batches(reader(redis_url), ReadAllAvailable())
 
 
@@ -134,7 +135,7 @@ def test_entries_deleted_from_a_planned_batch_fail_it(client, redis_url):
     start = r.initialOffset()
     end = r.latestOffset(start, ReadMaxRows(3))
     client.xdel("events", "2-0")
-    with pytest.raises(ValueError, match=r"range \[0-0, 3-1\) were deleted \(up to 2-0\)"):
+    with pytest.raises(InputError, match=r"range \[0-0, 3-1\) were deleted \(up to 2-0\)"):
         read(r, start, end)
     # Entries before a batch's range may go (they are before the clock).
     assert [v for _, _, v in read(r, end, r.latestOffset(end, ReadAllAvailable()))] == ["4", "5"]
@@ -149,7 +150,7 @@ def test_entries_deleted_from_a_planned_batch_fail_it(client, redis_url):
     ],
 )
 def test_invalid_settings_are_refused(arguments, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         RedisSource("redis://localhost", **arguments)
 
 

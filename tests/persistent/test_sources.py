@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
 from persistent.core.badrecords import BadRecord
-from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FilesSource, _FilesReader
+from persistent.core.errors import ConfigError
+from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
 from persistent.sources.generator import GeneratorSource, _GeneratorReader
 from persistent.storage.files_log import InputFileChangedError
 from persistent.storage.filesystems import JobStorage
@@ -167,9 +168,17 @@ def test_a_parquet_time_column_of_another_type_is_named(tmp_path):
     ]
 
 
-def test_files_source_rejects_unknown_formats():
-    with pytest.raises(ValueError, match="'text', 'jsonl' or 'parquet'"):
+def test_files_source_takes_a_format_or_its_name():
+    assert FilesSource("in", "jsonl").file_format is FileFormat.JSONL
+    assert FilesSource("in", FileFormat.PARQUET).file_format is FileFormat.PARQUET
+    assert FilesSource("in").file_format is FileFormat.TEXT
+    assert FilesSource("in", "jsonl") == FilesSource("in", FileFormat.JSONL)
+
+
+def test_files_source_rejects_unknown_formats_naming_the_choices():
+    with pytest.raises(ConfigError, match="file_format") as refused:
         FilesSource("in", "csv")
+    assert "'csv'" in str(refused.value) and all(repr(f.value) in str(refused.value) for f in FileFormat)
 
 
 @pytest.mark.parametrize("start_ms", [0, 35])
@@ -334,8 +343,9 @@ def test_a_file_of_a_micro_batch_that_failed_on_a_bad_record_may_be_fixed_before
     assert rows(reader(), {"files": 1}, {"files": 2})[0]["value"] == "b1 fixed"
 
     write_lines(inputs, "a.txt", "a1 changed")  # micro-batch 0 is committed: its file is in the state
-    with pytest.raises(InputFileChangedError, match="a.txt changed after it was read as file 0"):
+    with pytest.raises(InputFileChangedError, match="changed after it was read as file 0") as refused:
         source.check(None, JobStorage(str(job)))
+    assert refused.value.path == str(inputs / "a.txt")
 
 
 def test_a_file_of_an_uncommitted_micro_batch_that_did_not_fail_on_a_bad_record_is_refused(tmp_path, inputs, reader):
@@ -347,8 +357,9 @@ def test_a_file_of_an_uncommitted_micro_batch_that_did_not_fail_on_a_bad_record_
     spark_checkpoint(job, ends=[1, 2], committed=0)
     JobStorage(str(job)).directory().record_key_groups(2)
     write_lines(inputs, "b.txt", "b1 fixed")
-    with pytest.raises(InputFileChangedError, match="b.txt changed after it was read as file 1"):
+    with pytest.raises(InputFileChangedError, match="changed after it was read as file 1") as refused:
         FilesSource(str(inputs), "text").check(None, JobStorage(str(job)))
+    assert refused.value.path == str(inputs / "b.txt")
 
 
 def test_a_rewind_that_needs_a_deleted_file_is_refused_naming_it(inputs, reader):

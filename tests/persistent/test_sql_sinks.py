@@ -10,6 +10,7 @@ import threading
 import pandas as pd
 import pytest
 
+from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sinks.base import BatchId, TransactionalSink
 from persistent.sinks.postgres import PostgresSink
 from persistent.sinks.sqlite import SQLiteSink
@@ -153,9 +154,9 @@ def test_integer_keys_and_float_values_keep_their_types(database):
 
 @pytest.mark.parametrize("name", ["drop table", "x;y", "1abc"])
 def test_invalid_table_or_column_names_are_refused(name):
-    with pytest.raises(ValueError, match="PostgreSQL sink: .* not a valid table or column name"):
+    with pytest.raises(ConfigError, match="PostgreSQL sink: .* not a valid table or column name"):
         PostgresSink("postgresql://localhost/db", table=name)
-    with pytest.raises(ValueError, match="PostgreSQL sink"):
+    with pytest.raises(ConfigError, match="PostgreSQL sink"):
         PostgresSink("postgresql://localhost/db", value_column=name)
 
 
@@ -175,7 +176,7 @@ def test_the_last_row_of_a_key_in_a_batch_wins(database):
 def test_a_fresh_start_into_a_table_of_an_earlier_run_is_refused(database):
     database.sink().check_fresh_start(None)  # nothing written yet: fine
     database.sink().write_frame(counts({"a": 1}), BatchId(0, 0), windowed=False)
-    with pytest.raises(ValueError, match=r"table results holds results of an earlier run .* or write to another table"):
+    with pytest.raises(RestartRefusedError, match="table results holds results of an earlier run"):
         database.sink().check_fresh_start(None)
     database.sink("other").check_fresh_start(None)  # another table of the same database is free
     assert database.query("SELECT key, value FROM results") == [("a", 1)]

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
+from persistent.core.faults import CrashPoint
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -108,7 +110,7 @@ class Crasher:
         process, log = self._start({})
         return self._to_the_end(process, log, timeout_s)
 
-    def crash_at(self, point: str, arrival: int, timeout_s: float = 300) -> Outcome:
+    def crash_at(self, point: CrashPoint, arrival: int, timeout_s: float = 300) -> Outcome:
         """Runs until the ``arrival``-th arrival at crash point ``point``, then kills the job.
 
         A run that ends before reaching the point is not killed.
@@ -117,7 +119,7 @@ class Crasher:
         process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
         return self._finish(process, log, kill=self._wait(process, lambda: marker.exists(), timeout_s))
 
-    def crash_and_lose_sparks_checkpoint(self, checkpoint: Path, points: list[tuple[str, int]]) -> int:
+    def crash_and_lose_sparks_checkpoint(self, checkpoint: Path, points: list[tuple[CrashPoint, int]]) -> int:
         """``crash_at`` each ``(point, arrival)``; after a kill once the clock exists, deletes
         Spark's checkpoint (``CHECKPOINT/spark``) so the next start takes path B. Returns
         how many restarts are from the clock."""
@@ -148,7 +150,7 @@ class Crasher:
         os.kill(executors[0], signal.SIGKILL)
         return self._to_the_end(process, log, timeout_s)
 
-    def kill_executor_at(self, point: str, arrival: int, timeout_s: float = 300) -> Outcome:
+    def kill_executor_at(self, point: CrashPoint, arrival: int, timeout_s: float = 300) -> Outcome:
         """Runs until the ``arrival``-th arrival at crash point ``point`` in a Python worker
         (``local-cluster`` masters), SIGKILLs the executor JVM that runs it and the worker,
         and lets the job run to its end: Spark must retry the lost task elsewhere."""

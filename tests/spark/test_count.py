@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from persistent.core.errors import RestartRefusedError
 from persistent.storage.job_directory import PROGRESS_KEPT
 from state.checkpoint_store import CheckpointStore, decode_record
 from state.clock_store import ClockStore, verify_clock
@@ -95,7 +96,7 @@ def test_parquet_files_in_parquet_results_out(spark, tmp_path):
 
     # A new checkpoint directory into the same output would reuse its batch ids: refused.
     args.checkpoint = str(tmp_path / "another-ck")
-    with pytest.raises(ValueError, match="holds results of an earlier run"):
+    with pytest.raises(RestartRefusedError, match="holds results of an earlier run"):
         count.build_job(args).start(spark)
 
 

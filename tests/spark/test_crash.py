@@ -14,6 +14,7 @@ import sqlite3
 import pytest
 
 from crash_harness import Crasher
+from persistent.core.faults import CrashPoint
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockStore, verify_clock
 from state.fs import LocalFileSystem
@@ -50,7 +51,8 @@ EXPECTED = {f"k{k}": len(range(k, TOTAL, KEYS)) for k in range(KEYS)}
 def test_killed_at_every_crash_point_and_at_random_then_path_a(tmp_path):
     crasher = Crasher("count", generated(tmp_path), tmp_path)
     outcomes = [crasher.crash_at(point, arrival) for point, arrival in
-                [("group", 3), ("batch", 2), ("sink", 2), ("checkpoints", 2), ("clock", 2)]]
+                [(CrashPoint.GROUP, 3), (CrashPoint.BATCH, 2), (CrashPoint.SINK, 2), (CrashPoint.CHECKPOINTS, 2),
+                 (CrashPoint.CLOCK, 2)]]
     outcomes += [crasher.crash_after_random_delay(8, 25) for _ in range(2)]
     assert sum(o.killed for o in outcomes) >= 5, f"seed {crasher.seed}: the job ended before most crash points"
     final = crasher.run()
@@ -63,7 +65,8 @@ def test_killed_at_every_crash_point_and_at_random_then_path_a(tmp_path):
 def test_killed_then_restarted_from_the_clock_path_b(tmp_path):
     crasher = Crasher("count", generated(tmp_path), tmp_path)
     restarts_from_clock = crasher.crash_and_lose_sparks_checkpoint(
-        tmp_path / "ck", [("clock", 2), ("checkpoints", 2), ("sink", 3), ("group", 5)])
+        tmp_path / "ck",
+        [(CrashPoint.CLOCK, 2), (CrashPoint.CHECKPOINTS, 2), (CrashPoint.SINK, 3), (CrashPoint.GROUP, 5)])
     final = crasher.run()
     assert final.returncode == 0, final.log
     assert restarts_from_clock >= 2 and "recovery path B" in final.log, f"seed {crasher.seed}"
@@ -102,7 +105,7 @@ def test_out_of_order_and_late_messages_across_restarts_are_not_applied_twice(tm
     assert reference.returncode == 0, reference.log
     assert sum(sink_counts(clean).values()) == 6 * 60 - 4 * 5  # the late ones are dropped
     crasher = Crasher("count", args(crashed), crashed)
-    for point, arrival in [("clock", 2), ("sink", 2), ("group", 4)]:
+    for point, arrival in [(CrashPoint.CLOCK, 2), (CrashPoint.SINK, 2), (CrashPoint.GROUP, 4)]:
         crasher.crash_at(point, arrival)
     final = crasher.run()
     assert final.returncode == 0, final.log

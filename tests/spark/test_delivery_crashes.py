@@ -18,6 +18,7 @@ from dataclasses import replace
 import pytest
 
 from crash_harness import Crasher
+from persistent.core.faults import CrashPoint
 from persistent.runtime.delivery import Delivery, Effects
 from persistent.storage.job_directory import RecoveryPath
 from test_crash import count_args
@@ -28,7 +29,7 @@ TOTAL, KEYS, ROWS_PER_BATCH = 4_500, 40, 1_500
 EXPECTED = {f"k{k}": len(range(k, TOTAL, KEYS)) for k in range(KEYS)}
 #: Inside the sink's write of the second micro-batch, then after the whole first
 #: micro-batch of the next run is written but before Spark commits it.
-KILLS = [("sink", 2), ("committed", 1)]
+KILLS = [(CrashPoint.SINK, 2), (CrashPoint.COMMITTED, 1)]
 
 
 def sink_totals(workdir) -> dict[str, int]:

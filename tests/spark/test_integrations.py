@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from persistent.core.errors import SetupError
 from persistent.storage.job_directory import RecoveryPath
 
 pytestmark = pytest.mark.spark
@@ -72,5 +73,5 @@ def test_kafka_records_become_messages(spark):
 def test_kafka_without_the_connector_names_the_package_to_add(spark):
     from persistent.sources.kafka import KafkaSource
 
-    with pytest.raises(RuntimeError, match=f"--packages org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"):
+    with pytest.raises(SetupError, match=f"--packages org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}"):
         KafkaSource("127.0.0.1:9", "events").stream(spark)

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from persistent.core.errors import RestartRefusedError
 from persistent.runtime.planner import KEY_GROUPS_PER_CORE
 from persistent.storage.job_directory import RecoveryPath
 from state.clock_store import ClockStore
@@ -42,7 +43,7 @@ def test_a_fresh_start_sizes_key_groups_to_the_cluster_and_restarts_keep_them(sp
 
     again = count_job(tmp_path, 2_000).run(spark)
     assert (again.recovery.path, again.recovery.key_groups) == (RecoveryPath.SAME_CHECKPOINT, first.recovery.key_groups)
-    with pytest.raises(ValueError, match=f"written with key_groups={first.recovery.key_groups}, this job has key_groups=3"):
+    with pytest.raises(RestartRefusedError, match=f"written with key_groups={first.recovery.key_groups}, this job has key_groups=3"):
         count_job(tmp_path, 2_000, "--key-groups", "3").run(spark)
 
 

@@ -22,6 +22,7 @@ from crash_harness import Crasher
 from test_crash import EXPECTED, assert_clock_names_durable_checkpoints, generated, sink_counts
 from test_wordcount import expected_counts
 
+from persistent.core.faults import CrashPoint
 from persistent.storage.job_directory import RecoveryPath
 from state.checkpoint_store import decode_record
 from state.clock_store import ClockStore
@@ -60,7 +61,7 @@ def test_wordcount_killed_in_the_first_micro_batch_after_path_b_restores_by_refe
 
     shutil.rmtree(tmp_path / "ck" / "spark")
     write_files(tmp_path / "in", range(6, 9))
-    killed = crasher.crash_at("group", 1)  # the path-B generation's first micro-batch
+    killed = crasher.crash_at(CrashPoint.GROUP, 1)  # the path-B generation's first micro-batch
     assert killed.killed and "recovery path B" in killed.log, killed.log
     resumed = crasher.run()
     assert resumed.returncode == 0 and "recovery path A" in resumed.log, resumed.log
@@ -91,7 +92,7 @@ def test_window_average_killed_in_the_first_micro_batch_after_path_b_equals_a_cl
     assert Crasher("window_average", window_args(crashed, 6_000), crashed).run().returncode == 0
     shutil.rmtree(crashed / "ck" / "spark")
     crasher = Crasher("window_average", window_args(crashed, 12_000), crashed)
-    killed = crasher.crash_at("group", 1)
+    killed = crasher.crash_at(CrashPoint.GROUP, 1)
     assert killed.killed and "recovery path B" in killed.log, killed.log
     resumed = crasher.run()
     assert resumed.returncode == 0 and "recovery path A" in resumed.log, resumed.log
@@ -140,7 +141,7 @@ def test_key_groups_without_messages_after_path_b_checkpoint_and_the_clock_equal
 
 def test_a_checkpoint_of_an_attempt_killed_with_its_executor_is_rewritten_by_the_retry(tmp_path):
     crasher = Crasher("count", generated(tmp_path), tmp_path, master="local-cluster[2,1,1024]")
-    outcome = crasher.kill_executor_at("checkpoints", 1)
+    outcome = crasher.kill_executor_at(CrashPoint.CHECKPOINTS, 1)
     assert outcome.returncode == 0, outcome.log
     assert sink_counts(tmp_path) == EXPECTED
     assert_clock_names_durable_checkpoints(tmp_path)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from crash_harness import Crasher
+from persistent.core.faults import CrashPoint
 from test_crash import assert_clock_names_durable_checkpoints
 
 pytestmark = pytest.mark.spark
@@ -63,7 +64,7 @@ def test_sessions_equal_pandas(spark, tmp_path):
 @pytest.mark.usefixtures("spark_lock")
 def test_sessions_killed_at_crash_points_then_path_a(tmp_path):
     crasher = Crasher("sessions", session_args(tmp_path), tmp_path)
-    outcomes = [crasher.crash_at(point, 2) for point in ("group", "sink", "committed")]
+    outcomes = [crasher.crash_at(point, 2) for point in (CrashPoint.GROUP, CrashPoint.SINK, CrashPoint.COMMITTED)]
     assert all(o.killed for o in outcomes), f"seed {crasher.seed}: the job ended before a crash point"
     final = crasher.run()
     assert final.returncode == 0 and "recovery path A" in final.log, final.log
@@ -75,7 +76,8 @@ def test_sessions_killed_at_crash_points_then_path_a(tmp_path):
 def test_sessions_killed_at_crash_points_then_path_b(tmp_path):
     crasher = Crasher("sessions", session_args(tmp_path), tmp_path)
     # The first kill comes before the first clock (no path B yet), the second after it.
-    from_clock = crasher.crash_and_lose_sparks_checkpoint(tmp_path / "ck", [("checkpoints", 2), ("clock", 3)])
+    from_clock = crasher.crash_and_lose_sparks_checkpoint(tmp_path / "ck",
+                                                          [(CrashPoint.CHECKPOINTS, 2), (CrashPoint.CLOCK, 3)])
     final = crasher.run()
     assert final.returncode == 0, final.log
     assert from_clock >= 1 and "recovery path B" in final.log, f"seed {crasher.seed}"

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from persistent.core.errors import RestartRefusedError
+
 pytestmark = pytest.mark.spark
 
 
@@ -53,6 +55,6 @@ def test_closed_window_averages_equal_pandas(spark, tmp_path):
     # before the query starts, naming both windows.
     shutil.rmtree(tmp_path / "ck" / "spark")
     args.window_ms = 2 * size
-    with pytest.raises(ValueError, match=rf"window {size} ms every {step} ms.*this job has .*window {2 * size} ms"):
+    with pytest.raises(RestartRefusedError, match=rf"window {size} ms every {step} ms.*this job has .*window {2 * size} ms"):
         window_average.build_job(args).start(spark)
     assert not (tmp_path / "ck" / "spark").exists()

@@ -8,13 +8,15 @@ from __future__ import annotations
 import pytest
 
 from crash_harness import Crasher
+from persistent.core.faults import CrashPoint
 from test_crash import assert_clock_names_durable_checkpoints
 from test_window_average import assert_windows_equal_pandas
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
 
 TOTAL, KEYS, SIZE, STEP = 6_000, 3, 2_000, 500
-POINTS = ["group", "batch", "sink", "checkpoints", "clock", "committed"]
+POINTS = [CrashPoint.GROUP, CrashPoint.BATCH, CrashPoint.SINK, CrashPoint.CHECKPOINTS, CrashPoint.CLOCK,
+          CrashPoint.COMMITTED]
 
 
 def window_args(workdir) -> list[str]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from state.checkpoint_store import FORMAT_VERSION, MAGIC, CheckpointStore, decode_record, encode_record
-from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
 from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
 
 TASK = "group-0007"
@@ -192,6 +192,7 @@ def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: Chec
     store.persist(10, b"x")
     with pytest.raises(MissingCheckpointError) as caught:
         store.recover(20)
+    assert (caught.value.task, caught.value.timestamp_ms) == (TASK, 20)
     message = str(caught.value)
     assert store.path(20) in message and "20 ms" in message and "held: 10 ms" in message
     assert "rewind" in message
@@ -201,12 +202,12 @@ def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: Chec
 def test_negative_or_non_int_timestamps_are_refused(store: CheckpointStore, bad: object) -> None:
     with pytest.raises(StateValueError, match="timestamp_ms"):
         store.persist(bad, b"x")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.raises(StateValueError):
         store.recover(bad)  # type: ignore[arg-type]
 
 
 def test_non_bytes_data_is_refused(store: CheckpointStore) -> None:
-    with pytest.raises(TypeError, match="bytes"):
+    with pytest.raises(StateTypeError, match="bytes"):
         store.persist(10, 3)  # type: ignore[arg-type]
 
 
