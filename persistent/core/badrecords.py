@@ -26,7 +26,6 @@ This module is pure Python: the readers, the key groups and the driver share it.
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 from dataclasses import asdict, dataclass, fields
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from persistent.core.choices import Choice
 from persistent.core.errors import InputError
 
 __all__ = ["BadRecords", "LateRecords", "BadRecord", "BadRecordError", "DeadLetters", "BAD_RECORD_COLUMN",
@@ -44,14 +44,14 @@ __all__ = ["BadRecords", "LateRecords", "BadRecord", "BadRecordError", "DeadLett
 BAD_RECORD_COLUMN = "bad_record"
 
 
-class BadRecords(enum.Enum):
+class BadRecords(Choice):
     """What a job does with a bad record."""
 
     FAIL = "fail"
     DEAD_LETTER = "dead-letter"
 
 
-class LateRecords(enum.Enum):
+class LateRecords(Choice):
     """What a job does with a late message, besides counting it."""
 
     DROP = "drop"

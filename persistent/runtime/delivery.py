@@ -30,8 +30,8 @@ micro-batches and append each window once it closes.
 
 from __future__ import annotations
 
-import enum
 
+from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sinks.base import BatchId, Sink
 from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath
@@ -39,21 +39,12 @@ from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Rec
 __all__ = ["Delivery", "Position", "Effects", "plan", "write_effects"]
 
 
-class Delivery(enum.Enum):
+class Delivery(Choice):
     """A job's delivery guarantee; see the module docstring."""
 
     AT_MOST_ONCE = "at-most-once"
     AT_LEAST_ONCE = "at-least-once"
     EXACTLY_ONCE = "exactly-once"
-
-    @classmethod
-    def of(cls, value: Delivery | str, where: str = "delivery") -> Delivery:
-        """``value`` as a ``Delivery``; a clear error for anything else."""
-        try:
-            return cls(value)
-        except ValueError:
-            choices = ", ".join(repr(m.value) for m in cls)
-            raise ConfigError(f"{where} must be one of {choices}, got {value!r}") from None
 
     @property
     def checkpoints(self) -> bool:

@@ -45,7 +45,6 @@ for what changes with at-least-once and at-most-once delivery.
 
 from __future__ import annotations
 
-import enum
 import sys
 import time
 import uuid
@@ -53,7 +52,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, DeadLetters, LateRecords
-from persistent.core.errors import ConfigError
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
@@ -117,8 +115,8 @@ class Plan:
         checkpoints = checkpoints and delivery.checkpoints
         if checkpoints:
             filesystem_for(job.checkpoint_dir, job.webhdfs_address)  # the executors write there
-        return cls(job, job.task.state_spec(), delivery, _choice(BadRecords, job.bad_records, "bad_records"),
-                   _choice(LateRecords, job.late_records, "late_records"), checkpoints)
+        return cls(job, job.task.state_spec(), delivery, BadRecords.of(job.bad_records, "Job: bad_records"),
+                   LateRecords.of(job.late_records, "Job: late_records"), checkpoints)
 
     @property
     def windowed(self) -> bool:
@@ -314,15 +312,6 @@ class Plan:
         return grouped.applyInPandasWithState(
             function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
-
-
-def _choice(kind: type[enum.Enum], value, name: str):
-    """``value`` as a member of the enum ``kind``, or a ``ValueError`` naming the choices."""
-    try:
-        return kind(value)
-    except ValueError:
-        choices = ", ".join(repr(m.value) for m in kind)
-        raise ConfigError(f"Job: {name} must be one of {choices}, got {value!r}") from None
 
 
 def _job_of(source, storage: JobStorage | None) -> dict:

@@ -335,7 +335,7 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser(
+    commands.add_parser(
         "run",
         usage="persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]",
         help="run an application with spark-submit and the project's defaults",

@@ -43,7 +43,7 @@ class TaskTester:
         self.task = task
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.group = group or KeyGroup(task, checkpoint_interval_ms)
-        self.bad_records = BadRecords(bad_records)
+        self.bad_records = BadRecords.of(bad_records, "TaskTester: bad_records")
         #: Bad records sent so far (``BadRecords.DEAD_LETTER``).
         self.dead_letters: list[BadRecord] = []
         #: Checkpoint bytes taken so far, by checkpoint time.

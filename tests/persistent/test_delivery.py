@@ -53,7 +53,7 @@ def job(tmp_path, **settings):
 
 def test_a_setting_is_its_value_or_the_enum_and_exactly_once_is_the_default(tmp_path):
     assert [d.value for d in Delivery] == ["at-most-once", "at-least-once", "exactly-once"]
-    assert Delivery.of("at-least-once") is AT_LEAST and Delivery.of(AT_MOST) is AT_MOST
+    assert Delivery.of("at-least-once", "delivery") is AT_LEAST and Delivery.of(AT_MOST, "delivery") is AT_MOST
     assert Plan.of(job(tmp_path)).delivery is EXACTLY
     assert Plan.of(job(tmp_path, delivery="at-most-once")).delivery is AT_MOST
 
