@@ -18,6 +18,7 @@ what to do with it.
 
 from __future__ import annotations
 
+import enum
 import io
 import json
 import os
@@ -49,7 +50,7 @@ FILE_SPAN_MS = 1_000_000
 _FILES_COLUMNS = [*MESSAGE_COLUMNS, BAD_RECORD_COLUMN]
 
 
-class FileFormat(Choice):
+class FileFormat(Choice, enum.StrEnum):
     """The format of a files source's files."""
 
     #: Lines of text, each a message timed by its place (``FILE_SPAN_MS``).
@@ -73,7 +74,7 @@ class FilesSource(Source):
     """
 
     directory: str
-    file_format: FileFormat = FileFormat.TEXT
+    file_format: FileFormat | str = FileFormat.TEXT
     max_files_per_batch: int = 1
     timestamp_field: str = "timestamp"
     key_field: str = "key"
@@ -86,15 +87,19 @@ class FilesSource(Source):
         return _FilesDataSource
 
     def __post_init__(self):
-        object.__setattr__(self, "file_format", FileFormat.of(self.file_format, "files source: file_format"))
+        self._format  # refuses a value that names no FileFormat
         if self.max_files_per_batch <= 0:
             raise ConfigError(f"files source: max_files_per_batch must be > 0, got {self.max_files_per_batch}")
+
+    @property
+    def _format(self) -> FileFormat:
+        return FileFormat.of(self.file_format, "files source: file_format")
 
     def options(self, start_ms: int) -> dict[str, str]:
         return {
             "directory": _input_directory(self.directory),
             "input_webhdfs_address": self.webhdfs_address or "",
-            "file_format": self.file_format.value,
+            "file_format": self._format.value,
             "max_files_per_batch": str(self.max_files_per_batch),
             "timestamp_field": self.timestamp_field,
             "key_field": self.key_field,
@@ -112,7 +117,7 @@ class FilesSource(Source):
             _retake_fixed_files(log, present, job)
         log.check(present)
         if start_ms is not None:
-            log.needed(_first_file(start_ms, self.file_format), len(log), present)
+            log.needed(_first_file(start_ms, self._format), len(log), present)
 
     def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
         present = self._present()
@@ -120,7 +125,7 @@ class FilesSource(Source):
             return None  # the query fails, naming the directory
         log = _files_log(_input_directory(self.directory), job)
         total = len(log) + sum(not log.knows(name) for name in present)
-        return Backlog("files", _first_file(start_ms, self.file_format), total, "files")
+        return Backlog("files", _first_file(start_ms, self._format), total, "files")
 
     def _present(self) -> dict[str, FileStatus] | None:
         """The input files by name; None when the directory does not exist."""

@@ -169,8 +169,8 @@ def test_a_parquet_time_column_of_another_type_is_named(tmp_path):
 
 
 def test_files_source_takes_a_format_or_its_name():
-    assert FilesSource("in", "jsonl").file_format is FileFormat.JSONL
-    assert FilesSource("in", FileFormat.PARQUET).file_format is FileFormat.PARQUET
+    assert FilesSource("in", "jsonl").options(0)["file_format"] == FileFormat.JSONL.value
+    assert FilesSource("in", FileFormat.PARQUET).options(0)["file_format"] == "parquet"
     assert FilesSource("in").file_format is FileFormat.TEXT
     assert FilesSource("in", "jsonl") == FilesSource("in", FileFormat.JSONL)
 
