@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
@@ -201,4 +202,8 @@ def _output(results: pd.DataFrame, monoid, dead_letters: list[str]) -> pd.DataFr
                 "window_end": np.full(count, -1), "value": np.full(count, value, dtype=values.dtype),
                 BAD_RECORD_COLUMN: np.array(dead_letters, dtype=object)}
         columns = {name: np.concatenate([column, more[name]]) for name, column in columns.items()}
+    else:
+        # PySpark joins the groups' rows with ``pd.concat``, which looks at every value of
+        # an all-null object column in Python; an Arrow column of nulls it skips at once.
+        columns[BAD_RECORD_COLUMN] = pd.arrays.ArrowExtensionArray(pa.nulls(len(results), pa.string()))
     return pd.DataFrame(columns, copy=False)
