@@ -18,7 +18,8 @@ from typing import Generic, TypeVar
 
 from monoids.base import Monoid
 from state.errors import StateValueError
-from state.table import KeyedTable, check_ttl_ms, table_for
+from state.table import KeyedTable, check_ttl_ms
+from state.tables import decode_table, table_for
 from state.window import SessionWindow, Window
 
 __all__ = ["PersistentState", "NonWindowState", "WindowState"]
@@ -63,7 +64,7 @@ class PersistentState(Generic[V]):
             table = self.new_table(interval_ms)
             table.recover(checkpoint_ms, resume_state)
             return table
-        return KeyedTable.decode(resume_state, self.monoid, interval_ms, self.window, what, ttl_ms=self.ttl_ms)
+        return decode_table(resume_state, self.monoid, interval_ms, self.window, what, ttl_ms=self.ttl_ms)
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,13 @@ watermark that closed windows) are *late*: they are counted, never applied, beca
 the results they would change are already published.
 
 The encoding (format 3) also names the monoid (``Monoid.identity()``), the window,
-the checkpoint interval and the ``ttl_ms``, so ``KeyedTable.read`` decodes a
+the checkpoint interval and the ``ttl_ms``, so ``state.tables.read_table`` decodes a
 checkpoint without the task that wrote it, and holds the ``times`` (empty without a
-``ttl_ms``). ``decode`` still reads format 2, which had no ``times`` (a table
-without ``ttl_ms`` only), and format 1, which named nothing.
+``ttl_ms``). ``state.tables.decode_table`` still reads format 2, which had no
+``times`` (a table without ``ttl_ms`` only), and format 1, which named nothing. Bytes
+are read in two steps: ``TableBytes`` splits and checks them and names their
+settings, then fills a new table that the caller chose for those settings
+(``state.tables.table_for``: this module does not know the kinds built on it).
 
 Every operation replaces the columns with new arrays and never writes into them, so
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
@@ -59,7 +62,7 @@ from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.window import SessionWindow, Window, window_from
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "describe", "check_ttl_ms", "table_for"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe", "check_ttl_ms"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
@@ -111,18 +114,6 @@ def check_ttl_ms(ttl_ms: object, where: str) -> int:
     return ttl_ms
 
 
-def table_for(
-    monoid: Monoid, interval_ms: int, window: Window | SessionWindow | None = None, ttl_ms: int | None = None
-) -> KeyedTable:
-    """An empty table for ``window``: a ``state.sessions.SessionTable`` for sessions,
-    else a ``KeyedTable``."""
-    if isinstance(window, SessionWindow):
-        from state.sessions import SessionTable  # it builds on this module
-
-        return SessionTable(monoid, interval_ms, window, ttl_ms)
-    return KeyedTable(monoid, interval_ms, window, ttl_ms)
-
-
 class KeyedTable:
     """Columnar monoid states of many keys; see the module docstring."""
 
@@ -132,7 +123,7 @@ class KeyedTable:
     def __init__(self, monoid: Monoid, interval_ms: int, window: Window | None = None, ttl_ms: int | None = None):
         if isinstance(window, SessionWindow) is not self.keeps_sessions:
             raise StateValueError(
-                f"{type(self).__name__} cannot keep {window}: build tables with state.table.table_for"
+                f"{type(self).__name__} cannot keep {window}: build tables with state.tables.table_for"
             )
         self.monoid = monoid
         self.interval_ms = check_interval_ms(interval_ms)
@@ -428,9 +419,8 @@ class KeyedTable:
     def recover(self, timestamp_ms: int, data: bytes) -> None:
         """Replaces the state with the checkpoint ``data`` taken at ``timestamp_ms``."""
         timestamp_ms = check_time_ms(timestamp_ms)
-        restored = self.decode(
-            data, self.monoid, self.interval_ms, self.window, f"checkpoint at {timestamp_ms}", ttl_ms=self.ttl_ms
-        )
+        # Filled into a copy, so that bad bytes leave this table as it was.
+        restored = TableBytes.of(data, f"checkpoint at {timestamp_ms}").fill(self.copy())
         if restored.checkpoint_ms != timestamp_ms:
             raise CorruptCheckpointError(
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
@@ -462,50 +452,43 @@ class KeyedTable:
             ],
         )
 
-    @staticmethod
-    def _unpack(data: bytes, what: str) -> tuple[int, list[bytes]]:
+
+@dataclass(frozen=True)
+class TableBytes:
+    """The bytes of ``KeyedTable.encode`` (or ``checkpoint``) split into their sections
+    and checked, not yet decoded: what they name (``settings``) and how they ``fill`` a
+    new table."""
+
+    version: int
+    sections: list[bytes]
+    #: What the bytes are, for messages ("checkpoint at 200").
+    what: str
+
+    @classmethod
+    def of(cls, data: bytes, what: str = "table") -> TableBytes:
+        """The sections of ``data``; ``CorruptCheckpointError`` naming ``what`` if damaged."""
         version, sections = codec.unpack(_MAGIC, _SECTIONS, data, what)
         if (len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8
                 or (version >= 3 and len(sections[5]) % 8)):
             raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
-        return version, sections
+        return cls(version, sections, what)
 
-    @classmethod
-    def decode(
-        cls,
-        data: bytes,
-        monoid: Monoid,
-        interval_ms: int,
-        window: Window | None = None,
-        what: str = "table",
-        *,
-        ttl_ms: int | None = None,
-    ) -> KeyedTable:
-        """A table from ``encode`` (or ``checkpoint``) bytes of an equal monoid and window.
-
-        With a ``ttl_ms`` the bytes must hold the rows' times (a table written with a
-        ``ttl_ms``); without one their times, if any, are left out."""
-        _, sections = cls._unpack(data, what)
-        return cls._from_sections(sections, monoid, interval_ms, window, ttl_ms, what)
-
-    @classmethod
-    def read(cls, data: bytes, what: str = "table") -> KeyedTable:
-        """A table from ``encode`` or ``checkpoint`` bytes alone, with the monoid, window
-        and checkpoint interval they name.
+    def settings(self) -> tuple[Monoid, int, Window | SessionWindow | None, int | None]:
+        """``(monoid, interval_ms, window, ttl_ms)``, as the bytes name them.
 
         The monoid is rebuilt with ``monoids.from_identity``: one defined outside
-        ``monoids`` must be imported first. Raises ``CorruptCheckpointError`` for
-        damaged bytes and ``StateValueError`` when the monoid cannot be rebuilt or the
-        bytes are of format 1, which does not name its monoid (use ``decode``).
+        ``monoids`` must be imported first. Raises ``CorruptCheckpointError`` for an
+        unreadable description and ``StateValueError`` when the monoid cannot be rebuilt
+        or the bytes are of format 1, which does not name its monoid.
         """
-        version, sections = cls._unpack(data, what)
-        if version == 1:
+        what = self.what
+        if self.version == 1:
             raise StateValueError(
                 f"{what} is in table format 1, which does not name its monoid; decode it with the "
-                "task's monoid and window (KeyedTable.decode)"
+                "task's monoid and window (state.tables.decode_table)"
             )
         try:
-            description = json.loads(sections[4])
+            description = json.loads(self.sections[4])
             identity, interval_ms = description["monoid"], check_interval_ms(description["interval_ms"])
             window = window_from(description["window"])
             ttl_ms = description.get("ttl_ms")
@@ -517,19 +500,15 @@ class KeyedTable:
             monoid = from_identity(identity)
         except MonoidError as exc:
             raise StateValueError(f"{what}: {exc}") from exc
-        return cls._from_sections(sections, monoid, interval_ms, window, ttl_ms, what)
+        return monoid, interval_ms, window, ttl_ms
 
-    @classmethod
-    def _from_sections(
-        cls,
-        sections: list[bytes],
-        monoid: Monoid,
-        interval_ms: int,
-        window: Window | None,
-        ttl_ms: int | None,
-        what: str,
-    ) -> KeyedTable:
-        table = table_for(monoid, interval_ms, window, ttl_ms)
+    def fill(self, table: KeyedTable) -> KeyedTable:
+        """``table`` holding the rows and counters of the bytes; returns it.
+
+        ``table`` is new, of the monoid, window, interval and ``ttl_ms`` to read the
+        bytes with (its ``ttl_ms`` needs bytes that hold times: see
+        ``state.tables.decode_table``)."""
+        what, sections = self.what, self.sections
         meta, keys, buckets, values = sections[:4]
         checkpoint_ms, emitted_ms, late_count, bucket_ms = codec.ints_from_bytes(meta).tolist()
         if bucket_ms != table.bucket_ms:
@@ -543,17 +522,17 @@ class KeyedTable:
             raise CorruptCheckpointError(f"{what}: the keys are unreadable ({exc})") from exc
         table.buckets = codec.ints_from_bytes(buckets)
         try:
-            table.values = monoid.decode_column(values)
+            table.values = table.monoid.decode_column(values)
         except MonoidError as exc:
             raise CorruptCheckpointError(f"{what}: {exc}") from exc
         if not len(table.keys) == len(table.buckets) == len(table.values):
             raise CorruptCheckpointError(f"{what}: columns differ in length")
         if table.times is not None:
             table.times = codec.ints_from_bytes(sections[5]) if len(sections) > 5 else np.empty(0, np.int64)
-            if len(table.times) != len(table.keys) and not len(table.times) and ttl_ms is not None:
+            if len(table.times) != len(table.keys) and not len(table.times) and table.ttl_ms is not None:
                 raise StateValueError(
                     f"{what} holds no message times for its {len(table.keys)} rows: it was written without "
-                    f"ttl_ms, and cannot be read with ttl_ms={ttl_ms}"
+                    f"ttl_ms, and cannot be read with ttl_ms={table.ttl_ms}"
                 )
             if len(table.times) != len(table.keys):
                 raise CorruptCheckpointError(f"{what}: columns differ in length")

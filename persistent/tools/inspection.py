@@ -21,7 +21,7 @@ from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError
 from state.fs import TEMP_PREFIX
-from state.table import KeyedTable
+from state.tables import read_table
 
 __all__ = [
     "JobDirectoryError",
@@ -86,7 +86,7 @@ def read_state(directory: JobDirectory, at_ms: int, tasks: list[str]) -> Iterato
     """
     for task in tasks:
         store = _store(directory, task)
-        table = KeyedTable.read(store.recover(at_ms), f"checkpoint {store.path(at_ms)}")
+        table = read_table(store.recover(at_ms), f"checkpoint {store.path(at_ms)}")
         monoid = table.monoid
         if table.window is None:
             keys, column = table.totals()

@@ -13,7 +13,7 @@ from monoids import Count, Sum
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
-from state.table import KeyedTable
+from state.tables import decode_table
 
 
 class PerMessageCount(PersistentTask):
@@ -261,7 +261,7 @@ def test_a_group_restored_from_a_checkpoint_expires_the_same_keys_as_an_uninterr
 
 def held_by(checkpoint: bytes, ttl: int) -> dict:
     """Each key of a Count checkpoint: its count and newest message time."""
-    table = KeyedTable.decode(checkpoint, Count(), 100, None, "checkpoint", ttl_ms=ttl)
+    table = decode_table(checkpoint, Count(), 100, None, "checkpoint", ttl_ms=ttl)
     return {key: (int(value), int(time)) for key, value, time in zip(table.keys, table.values, table.times)}
 
 

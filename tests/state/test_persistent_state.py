@@ -22,6 +22,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.persistent_state import NonWindowState, PersistentState, WindowState
 from state.sessions import SessionTable
 from state.table import KeyedTable
+from state.tables import decode_table
 from state.window import SessionWindow, Window
 
 KEY = np.array(["k"], dtype=object)
@@ -311,7 +312,7 @@ def test_window_results_equal_a_brute_force_computation(window, interval, events
 
 def rows(data: bytes, window: Window, interval: int) -> list:
     """The (bucket, value) rows of checkpoint bytes (the counters left aside)."""
-    table = KeyedTable.decode(data, Sum(), interval, window)
+    table = decode_table(data, Sum(), interval, window)
     return sorted(zip(table.buckets.tolist(), table.values.tolist()))
 
 

@@ -14,7 +14,8 @@ from monoids.numeric import Sum
 from state import SessionWindow, WindowState
 from state.errors import StateValueError
 from state.sessions import SessionTable
-from state.table import KeyedTable, describe, table_for
+from state.table import KeyedTable, describe
+from state.tables import decode_table, read_table, table_for
 from state.window import window_from
 
 INTERVAL, GAP = 100, 30
@@ -124,7 +125,7 @@ def test_a_checkpoint_prunes_sessions_already_emitted_and_holds_the_others():
     table.close_windows(100)  # a's session [10, 40) closes; b's runs on
     data = table.checkpoint(100)
     assert set(table.keys.tolist()) == {"b"}
-    restored = KeyedTable.read(data)
+    restored = read_table(data)
     assert isinstance(restored, SessionTable) and restored.gap_ms == GAP
     # the checkpoint holds the messages before 100 only: b's first segment
     assert as_set(restored.open_windows()) == {("b", 80, 110, 1)}
@@ -190,7 +191,7 @@ def test_encode_and_decode_keep_segments_times_and_counters():
     table = session_table()
     send(table, [("a", 10, 1), ("a", 95, 2), ("a", 105, 3), ("b", 7, 4)])
     table.close_windows(50)
-    decoded = KeyedTable.decode(table.encode(), Sum(), INTERVAL, SessionWindow(GAP))
+    decoded = decode_table(table.encode(), Sum(), INTERVAL, SessionWindow(GAP))
     assert isinstance(decoded, SessionTable)
     assert as_set(decoded.open_windows()) == as_set(table.open_windows())
     assert decoded.times.tolist() == table.times.tolist()

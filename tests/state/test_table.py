@@ -19,6 +19,7 @@ from monoids.numeric import Count, Max, Min, Sum
 from state import codec
 from state.errors import CorruptCheckpointError, StateValueError
 from state.table import COMMITTED, KeyedTable, describe
+from state.tables import decode_table, read_table
 from state.window import Window
 
 INTERVAL = 100
@@ -359,7 +360,7 @@ def test_a_checkpoint_at_or_before_the_last_one_raises(bad):
 def test_checkpoint_holds_only_rows_before_the_checkpoint_time():
     table = table_of()
     apply(table, [("a", 10, 1), ("a", 120, 2), ("b", 250, 4), ("c", 199, 8)])
-    restored = KeyedTable.decode(table.checkpoint(200), Sum(), INTERVAL)
+    restored = decode_table(table.checkpoint(200), Sum(), INTERVAL)
     assert totals(restored) == {"a": 3, "c": 8}
     assert restored.checkpoint_ms == 200
 
@@ -480,7 +481,7 @@ def test_a_chain_of_checkpoints_recovers_from_any_of_them(messages, steps, data)
         assert totals(recovered) == totals(original), t
         assert replayed.keys() == {u for u in taken if u > t}
         for u, later in replayed.items():
-            again, first = (KeyedTable.decode(b, Sum(), INTERVAL) for b in (later, taken[u]))
+            again, first = (decode_table(b, Sum(), INTERVAL) for b in (later, taken[u]))
             assert totals(again) == totals(first), u
 
 
@@ -503,14 +504,14 @@ def test_encode_decode_round_trips_rows_and_counters(keys):
     table.close_windows(450)
     table.checkpoint(400)
     apply(table, [(keys[0], 10, 1.0)])  # late
-    decoded = KeyedTable.decode(table.encode(), Sum(float), 200, window)
+    decoded = decode_table(table.encode(), Sum(float), 200, window)
     assert state_of(decoded) == state_of(table)
     assert (decoded.checkpoint_ms, decoded.emitted_ms, decoded.late_count) == (400, 450, 1)
     assert decoded.encode() == table.encode()
 
 
 def test_encode_decode_of_an_empty_table():
-    decoded = KeyedTable.decode(table_of().encode(), Sum(), INTERVAL)
+    decoded = decode_table(table_of().encode(), Sum(), INTERVAL)
     assert len(decoded) == 0 and totals(decoded) == {}
 
 
@@ -518,8 +519,8 @@ def test_encode_keeps_rows_after_the_last_checkpoint_and_checkpoint_does_not():
     table = table_of()
     apply(table, [("a", 10, 1), ("a", 250, 2)])
     data = table.checkpoint(200)
-    assert totals(KeyedTable.decode(table.encode(), Sum(), INTERVAL)) == {"a": 3}
-    assert totals(KeyedTable.decode(data, Sum(), INTERVAL)) == {"a": 1}
+    assert totals(decode_table(table.encode(), Sum(), INTERVAL)) == {"a": 3}
+    assert totals(decode_table(data, Sum(), INTERVAL)) == {"a": 1}
 
 
 def _sample_bytes() -> bytes:
@@ -567,7 +568,7 @@ def _corruptions():
 @pytest.mark.parametrize(("what", "data"), list(_corruptions()), ids=[w for w, _ in _corruptions()])
 def test_decoding_damaged_bytes_raises_corrupt_checkpoint_error(what, data):
     with pytest.raises(CorruptCheckpointError):
-        KeyedTable.decode(data, Sum(), INTERVAL)
+        decode_table(data, Sum(), INTERVAL)
 
 
 @pytest.mark.parametrize(("what", "data"), list(_corruptions())[:6], ids=[w for w, _ in _corruptions()][:6])
@@ -586,7 +587,7 @@ def test_recovering_damaged_bytes_raises_and_keeps_the_state(what, data):
 )
 def test_decoding_bytes_written_with_another_bucket_size_raises(interval, window):
     with pytest.raises(CorruptCheckpointError, match="buckets"):
-        KeyedTable.decode(_sample_bytes(), Sum(), interval, window)
+        decode_table(_sample_bytes(), Sum(), interval, window)
 
 
 @pytest.mark.parametrize(
@@ -602,9 +603,9 @@ def test_read_decodes_a_checkpoint_without_the_task_from_what_it_names(monoid, w
     table = table_of(monoid, window=window)
     apply(table, [("a", 10, values[0]), ("b", 120, values[1]), ("a", 250, values[2])])
     data = table.checkpoint(200)
-    read = KeyedTable.read(data, "checkpoint")
+    read = read_table(data, "checkpoint")
     assert (read.monoid, read.window, read.interval_ms, len(read)) == (monoid, window, INTERVAL, 2)
-    assert state_of(read) == state_of(KeyedTable.decode(data, monoid, INTERVAL, window))
+    assert state_of(read) == state_of(decode_table(data, monoid, INTERVAL, window))
 
 
 def test_a_checkpoint_of_quantiles_is_recovered_whatever_ranks_either_side_presents():
@@ -617,25 +618,25 @@ def test_a_checkpoint_of_quantiles_is_recovered_whatever_ranks_either_side_prese
     keys, column = recovered.totals()
     assert keys.tolist() == ["a"] and median.equivalent(column[0], table.get("a"))
     assert tails.present_column(column).tolist() == [{0.01: 2.0, 0.99: 198.0}]
-    read = KeyedTable.read(data, "checkpoint")
+    read = read_table(data, "checkpoint")
     assert read.monoid.ranks == (0.5,) and read.monoid.present_column(read.totals()[1]).tolist() == [100.0]
 
 
 def test_format_2_bytes_are_still_decoded_and_read():
     meta, keys, buckets, values, description, _ = _sections()
     old = _repack([meta, keys, buckets, values, description], version=2)
-    current = KeyedTable.decode(_sample_bytes(), Sum(), INTERVAL)
-    assert len(current) and state_of(KeyedTable.decode(old, Sum(), INTERVAL)) == state_of(current)
-    assert state_of(KeyedTable.read(old, "old checkpoint")) == state_of(current)
+    current = decode_table(_sample_bytes(), Sum(), INTERVAL)
+    assert len(current) and state_of(decode_table(old, Sum(), INTERVAL)) == state_of(current)
+    assert state_of(read_table(old, "old checkpoint")) == state_of(current)
 
 
 def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
     meta, keys, buckets, values, _, _ = _sections()
     old = _repack([meta, keys, buckets, values], version=1)
-    current = KeyedTable.decode(_sample_bytes(), Sum(), INTERVAL)
-    assert len(current) and state_of(KeyedTable.decode(old, Sum(), INTERVAL)) == state_of(current)
+    current = decode_table(_sample_bytes(), Sum(), INTERVAL)
+    assert len(current) and state_of(decode_table(old, Sum(), INTERVAL)) == state_of(current)
     with pytest.raises(StateValueError, match="format 1, which does not name its monoid"):
-        KeyedTable.read(old, "old checkpoint")
+        read_table(old, "old checkpoint")
 
 
 @pytest.mark.parametrize(
@@ -658,15 +659,15 @@ def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
 def test_read_of_a_damaged_or_unknown_description_raises_naming_the_table(description, error, message):
     meta, keys, buckets, values, _, times = _sections()
     with pytest.raises(error, match=message) as raised:
-        KeyedTable.read(_repack([meta, keys, buckets, values, description, times]), "checkpoint X")
+        read_table(_repack([meta, keys, buckets, values, description, times]), "checkpoint X")
     assert "checkpoint X" in str(raised.value)
 
 
 def test_decoding_bytes_of_another_monoid_raises():
     with pytest.raises(CorruptCheckpointError, match="sum"):
-        KeyedTable.decode(_sample_bytes(), Count(), INTERVAL)
+        decode_table(_sample_bytes(), Count(), INTERVAL)
     with pytest.raises(CorruptCheckpointError):
-        KeyedTable.decode(_sample_bytes(), Sum(float), INTERVAL)
+        decode_table(_sample_bytes(), Sum(float), INTERVAL)
 
 
 # -- non-commutative monoids ---------------------------------------------------------
@@ -715,7 +716,7 @@ def test_a_non_commutative_monoid_keeps_time_order_through_checkpoints_and_recov
     recovered.recover(200, data)
     apply(recovered, [("k", 250, ("c",)), ("k", 210, ("d",)), ("k", 450, ("f",)), ("k", 300, ("e",))])
     assert totals(recovered) == totals(table)
-    decoded = KeyedTable.decode(table.encode(), Concat(), INTERVAL)
+    decoded = decode_table(table.encode(), Concat(), INTERVAL)
     assert totals(decoded) == totals(table)
 
 
@@ -831,7 +832,7 @@ def test_message_times_survive_a_checkpoint_so_a_recovered_table_expires_the_sam
         assert recovered.expire(watermark) == table.expire(watermark)
         assert totals(recovered) == {k: v for k, v in totals(table).items() if k != "c"}
     assert totals(recovered) == {}
-    read = KeyedTable.read(data, "checkpoint")
+    read = read_table(data, "checkpoint")
     assert read.ttl_ms == 300 and read.times.tolist() == [90, 150]
 
 
@@ -844,10 +845,10 @@ def test_a_table_written_without_ttl_cannot_be_read_with_one_but_the_reverse_can
     plain = table_of()
     apply(plain, [("a", 10, 1)])
     with pytest.raises(StateValueError, match="written without ttl_ms, and cannot be read with ttl_ms=50"):
-        KeyedTable.decode(plain.encode(), Sum(), INTERVAL, ttl_ms=50)
+        decode_table(plain.encode(), Sum(), INTERVAL, ttl_ms=50)
     expiring = KeyedTable(Sum(), INTERVAL, ttl_ms=50)
     apply(expiring, [("a", 10, 1)])
-    assert totals(KeyedTable.decode(expiring.encode(), Sum(), INTERVAL)) == {"a": 1}
+    assert totals(decode_table(expiring.encode(), Sum(), INTERVAL)) == {"a": 1}
 
 
 @pytest.mark.parametrize("ttl", [0, -5, 1.5, True, "1000"])

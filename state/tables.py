@@ -1,0 +1,57 @@
+"""Tables of every kind: the one place that picks the class of a table for a window.
+
+A ``state.table.KeyedTable`` keeps no window, fixed windows, or a time to live; a
+``state.sessions.SessionTable``, which builds on it, keeps session windows. This
+module sits above both: it builds an empty table of the right class (``table_for``)
+and decodes bytes into one (``decode_table`` with the task's settings, ``read_table``
+with those the bytes name), so the generic table never needs to know its kinds.
+"""
+
+from __future__ import annotations
+
+from monoids.base import Monoid
+from state.sessions import SessionTable
+from state.table import KeyedTable, TableBytes
+from state.window import SessionWindow, Window
+
+__all__ = ["table_for", "decode_table", "read_table"]
+
+
+def table_for(
+    monoid: Monoid, interval_ms: int, window: Window | SessionWindow | None = None, ttl_ms: int | None = None
+) -> KeyedTable:
+    """An empty table for ``window``: a ``SessionTable`` for sessions, else a ``KeyedTable``."""
+    if isinstance(window, SessionWindow):
+        return SessionTable(monoid, interval_ms, window, ttl_ms)
+    return KeyedTable(monoid, interval_ms, window, ttl_ms)
+
+
+def decode_table(
+    data: bytes,
+    monoid: Monoid,
+    interval_ms: int,
+    window: Window | SessionWindow | None = None,
+    what: str = "table",
+    *,
+    ttl_ms: int | None = None,
+) -> KeyedTable:
+    """A table from ``encode`` (or ``checkpoint``) bytes of an equal monoid and window.
+
+    With a ``ttl_ms`` the bytes must hold the rows' times (a table written with a
+    ``ttl_ms``); without one their times, if any, are left out. Damaged bytes, or bytes
+    of another monoid or bucket width, raise ``CorruptCheckpointError`` naming ``what``."""
+    encoded = TableBytes.of(data, what)
+    return encoded.fill(table_for(monoid, interval_ms, window, ttl_ms))
+
+
+def read_table(data: bytes, what: str = "table") -> KeyedTable:
+    """A table from ``encode`` or ``checkpoint`` bytes alone, with the monoid, window,
+    checkpoint interval and ``ttl_ms`` they name (``TableBytes.settings``).
+
+    The monoid is rebuilt with ``monoids.from_identity``: one defined outside
+    ``monoids`` must be imported first. Raises ``CorruptCheckpointError`` for damaged
+    bytes and ``StateValueError`` when the monoid cannot be rebuilt or the bytes are of
+    format 1, which does not name its monoid (use ``decode_table``).
+    """
+    encoded = TableBytes.of(data, what)
+    return encoded.fill(table_for(*encoded.settings()))
