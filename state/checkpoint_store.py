@@ -54,6 +54,8 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 def check_time_ms(timestamp_ms: object, what: str = "timestamp_ms") -> int:
     """``timestamp_ms`` as an ``int`` if it is an integer in ``[0, 2**63)`` ms, else ``StateValueError``."""
+    if type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIME_MS:
+        return timestamp_ms  # the common case, without the costlier checks below
     if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, numbers.Integral):
         raise StateValueError(
             f"{what} must be an int of milliseconds, got {type(timestamp_ms).__name__} {timestamp_ms!r}"

@@ -110,9 +110,15 @@ class _KeyState(KeyState):
         self.bad: list[BadRecord] = []
 
     def update(self, timestamp_ms: int, value) -> bool:
-        where = f"key {self.key!r} at timestamp {timestamp_ms}"
-        timestamp_ms = check_time_ms(timestamp_ms, f"timestamp of {where}")
-        value = self.group.monoid.validate(value, where)
+        monoid = self.group.monoid
+        try:
+            timestamp_ms, value = check_time_ms(timestamp_ms), monoid.validate(value)
+        except (StateValueError, MonoidError):
+            # The same checks again, to raise with the key and time in the message; the
+            # text is built only for an update that fails.
+            where = f"key {self.key!r} at timestamp {timestamp_ms}"
+            timestamp_ms = check_time_ms(timestamp_ms, f"timestamp of {where}")
+            value = monoid.validate(value, where)
         self.timestamps.append(timestamp_ms)
         self.values.append(value)
         self.keys.append(self.key)

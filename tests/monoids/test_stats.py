@@ -87,6 +87,38 @@ def test_invalid_values_raise_errors_naming_the_value_and_where():
         Moments().validate(MomentsValue(2**63, 1.0, 0.0))
 
 
+@pytest.mark.parametrize("monoid, value", [
+    (Averaged(), AveragedValue(1, 2.0)),
+    (Averaged(), AveragedValue(1, 2)),  # an int total: rebuilt with a float
+    (Averaged(), AveragedValue(np.int64(3), np.float32(0.5))),
+    (Averaged(), AveragedValue(True, 2.0)),
+    (Averaged(), AveragedValue(2**63, 2.0)),
+    (Averaged(), AveragedValue(-2**63 - 1, 2.0)),
+    (Averaged(), AveragedValue(1, math.inf)),
+    (Averaged(), AveragedValue(1, "2.0")),
+    (Averaged(), MomentsValue(1, 2.0, 0.0)),
+    (Moments(), MomentsValue(2, 1.0, 0.5)),
+    (Moments(), MomentsValue(2, 1.0, -0.5)),  # an invariant beyond finite floats
+    (Moments(), MomentsValue(0, 1.0, 0.0)),
+])
+def test_values_already_of_the_dtype_s_types_skip_the_full_check_and_decide_the_same(monoid, value):
+    def full(check):
+        try:
+            return check()
+        except (MonoidTypeError, MonoidValueError) as exc:
+            return type(exc)
+
+    by_full_check = full(lambda: monoid.values(monoid._checked([monoid._typed_row(value, "")], ""))[0])
+    validated = full(lambda: monoid.validate(value))
+    assert validated == by_full_check
+    assert type(validated) is type(by_full_check)
+    if not isinstance(validated, type):
+        assert [type(x) for x in monoid._row(validated)] == [int if f == "count" else float
+                                                          for f in monoid.dtype.names]
+    column = full(lambda: monoid.column([monoid.zero(), value]))
+    assert column == by_full_check if isinstance(column, type) else monoid.values(column)[1] == by_full_check
+
+
 def test_structured_columns_are_validated_without_a_python_loop():
     m = Moments()
     column = m.prepare_column([1.0, 2.0])

@@ -114,6 +114,25 @@ def test_fail_mode_names_the_record_and_changes_no_state(task):
     assert (tester.peek("a"), tester.peek("b")) == (5, 7)
 
 
+class UpdateAsGiven(PersistentTask):
+    """Updates the key at the time and with the value the message's value names, as given."""
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
+
+    def process_message(self, state, message):
+        state.update(*message.value)
+
+
+def test_an_update_refused_by_the_state_names_the_key_and_time_and_drops_its_message():
+    tester = TaskTester(UpdateAsGiven(), bad_records=BadRecords.DEAD_LETTER)
+    tester.send([("a", 1, (1, 5)), ("b", 2, (2, "x")), ("c", 3, (-4, 1)), ("a", 4, (4, 2))])
+    assert (tester.peek("a"), tester.peek("b"), tester.peek("c")) == (7, 0, 0)
+    (value, time) = [b.reason for b in tester.dead_letters]
+    assert "takes int values, got 'x' at key 'b' at timestamp 2" in value
+    assert "timestamp of key 'c' at timestamp -4 must be in [0, 2**63) ms" in time
+
+
 def test_values_the_monoid_refuses_are_isolated_and_the_rest_applied():
     tester = TaskTester(PassValues(Sum(float)), bad_records=BadRecords.DEAD_LETTER)
     frame = pd.DataFrame({"key": ["a", "b", "a", "c"], "timestamp": [1, 2, 3, 4], "value": [1.5, np.nan, 2.0, "x"]})
