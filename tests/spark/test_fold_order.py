@@ -6,6 +6,7 @@ micro-batch gives the state its first run gave (``tests/spark/apps/latest_readin
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,7 @@ def test_messages_of_a_batch_are_folded_by_event_time_then_source_position(spark
     from apps.latest_readings import job, parser, write_readings
 
     expected = write_readings(tmp_path / "in", batches=8)
-    built = job(parser().parse_args(app_args(tmp_path)))
-    built.on_progress = None
+    built = replace(job(parser().parse_args(app_args(tmp_path))), on_progress=None)
     built.run(spark)
     assert latest(tmp_path) == expected
 
