@@ -59,7 +59,7 @@ from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
-from persistent.runtime.stateful import group_function
+from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
@@ -262,8 +262,9 @@ class Plan:
         return millis, check
 
     def _stateful(self, messages, recovery: Recovery, storage: JobStorage, reports):
-        """The key groups' rows: results, and dead letters (``bad_record`` not null); each
-        group adds its ``GroupReport`` to the accumulator ``reports``."""
+        """The key groups' rows, one per group with results or dead letters
+        (``persistent.runtime.stateful.output_schema``); each group adds its
+        ``GroupReport`` to the accumulator ``reports``."""
         from pyspark.sql import functions as F
         from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -271,8 +272,6 @@ class Plan:
         key_type = messages.schema["key"].dataType.simpleString()
         monoid = self.spec.monoid
         value_type = "string" if monoid.json_results else _NUMPY_TO_SPARK[monoid.result_dtype.kind]
-        output = (f"key {key_type}, window_start bigint, window_end bigint, value {value_type}, "
-                  f"{BAD_RECORD_COLUMN} string")
         millis, time_check = self._time_check()
         good = F.col(BAD_RECORD_COLUMN).isNull()
         rows = (
@@ -310,7 +309,7 @@ class Plan:
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
         )
         return grouped.applyInPandasWithState(
-            function, output, "table binary", "Update", GroupStateTimeout.EventTimeTimeout
+            function, output_schema(key_type, value_type), "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
 
 
@@ -342,8 +341,9 @@ def _ship_by_value(task_class: type) -> None:
 
 
 class _ForeachBatch:
-    """Spark's ``foreachBatch``: computes the micro-batch once, into Spark's cache, and
-    hands the key groups' reports, its results and its dead letters to ``Commit``."""
+    """Spark's ``foreachBatch``: computes the micro-batch once, into Spark's cache (a row
+    per key group), and hands the key groups' reports, its results and its dead letters
+    to ``Commit``."""
 
     def __init__(self, commit: Commit, reports, dead_letters: DeadLetters):
         self.commit, self.dead_letters = commit, dead_letters
@@ -364,10 +364,9 @@ class _ForeachBatch:
             computing_s = time.monotonic() - started
 
             def write_dead_letters(batch: BatchId) -> None:
-                bad = frame.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(BAD_RECORD_COLUMN)
-                self.dead_letters.write(bad, batch)
+                self.dead_letters.write(frame.select(F.explode(DEAD_LETTERS).alias(BAD_RECORD_COLUMN)), batch)
 
-            results = frame.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN)
+            results = frame.select(F.inline(F.arrays_zip(*RESULT_COLUMNS)))
             self.commit(batch_id, reports, results, write_dead_letters, computing_s)
         except StorageError as exc:
             exc.add_note(

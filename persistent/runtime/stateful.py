@@ -7,7 +7,8 @@ from that state, restored from its own checkpoint (restore by reference, in a
 generation begun by path B) or started empty; it applies the messages, emits its
 results, writes its checkpoint when the watermark has passed a boundary, hands its
 new state back to Spark and adds its ``GroupReport`` to the job's accumulator. The
-rows it yields are its results and dead letters; no state bytes reach the driver.
+one row it yields holds its results and dead letters (``output_schema``); no state
+bytes reach the driver.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import time
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
@@ -29,7 +29,24 @@ from state.boundaries import boundary_after
 from state.checkpoint_store import Written
 from state.errors import StorageError
 
-__all__ = ["group_function"]
+__all__ = ["group_function", "output_schema", "RESULT_COLUMNS", "DEAD_LETTERS"]
+
+#: The columns of a result, each an array in a key group's row.
+RESULT_COLUMNS = ("key", "window_start", "window_end", "value")
+#: The column of a key group's row holding its dead letters.
+DEAD_LETTERS = "dead_letters"
+
+
+def output_schema(key_type: str, value_type: str) -> str:
+    """The key groups' rows, one per group and micro-batch: the results as arrays, one
+    element per result, and the dead letters.
+
+    One row per group, not one per result: PySpark pads the state it sends back with
+    a group's output to as many rows as the output has, and joins the padding with
+    ``pd.concat``, which looks at every padded null in Python. Spark unpacks the
+    arrays in the JVM (``inline(arrays_zip(...))``) when the sink reads them."""
+    return (f"key array<{key_type}>, window_start array<bigint>, window_end array<bigint>, "
+            f"value array<{value_type}>, {DEAD_LETTERS} array<string>")
 
 
 def group_function(
@@ -100,7 +117,8 @@ def group_function(
         )})
         # A job that fails on bad records needs only the report's first one.
         dead_letters = (bad if mode is BadRecords.DEAD_LETTER else []) + late_output
-        yield _output(results, group.monoid, dead_letters)
+        if len(results) or dead_letters:
+            yield _output(results, group.monoid, dead_letters)
 
     return run_group
 
@@ -186,24 +204,12 @@ def _newest_ms(frame: pd.DataFrame) -> int:
 
 
 def _output(results: pd.DataFrame, monoid, dead_letters: list[str]) -> pd.DataFrame:
-    """A group's rows: its results (``bad_record`` null), then its dead letters
-    (``BadRecord`` JSON), whose value is a zero of the results' type, which keeps a
-    numeric column numeric. Built from numpy columns."""
+    """The group's one row: its results column by column, each an array with an element
+    per result (``output_schema``), and its dead letters (``BadRecord`` JSON)."""
     values = results["value"].to_numpy()
     if monoid.json_results:
         values = np.array([monoid.present_json(v) for v in values.tolist()], dtype=object)
     columns = {"key": results["key"].to_numpy(), "window_start": results["window_start"].to_numpy(),
                "window_end": results["window_end"].to_numpy(), "value": values,
-               BAD_RECORD_COLUMN: np.full(len(results), None, dtype=object)}
-    if dead_letters:
-        count = len(dead_letters)
-        value = None if values.dtype.kind == "O" else np.zeros(1, dtype=values.dtype)[0]
-        more = {"key": np.full(count, None, dtype=object), "window_start": np.full(count, -1),
-                "window_end": np.full(count, -1), "value": np.full(count, value, dtype=values.dtype),
-                BAD_RECORD_COLUMN: np.array(dead_letters, dtype=object)}
-        columns = {name: np.concatenate([column, more[name]]) for name, column in columns.items()}
-    else:
-        # PySpark joins the groups' rows with ``pd.concat``, which looks at every value of
-        # an all-null object column in Python; an Arrow column of nulls it skips at once.
-        columns[BAD_RECORD_COLUMN] = pd.arrays.ArrowExtensionArray(pa.nulls(len(results), pa.string()))
-    return pd.DataFrame(columns, copy=False)
+               DEAD_LETTERS: np.array(dead_letters, dtype=object)}
+    return pd.DataFrame({name: [column] for name, column in columns.items()})
