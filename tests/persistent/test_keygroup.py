@@ -13,6 +13,7 @@ from monoids import Count, Sum
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
+from state.errors import CorruptCheckpointError
 from state.tables import decode_table
 
 
@@ -329,3 +330,31 @@ def test_with_ttl_the_results_do_not_depend_on_how_the_messages_are_batched(mess
 
     cut_points = st.sets(st.integers(1, max(len(ordered) - 1, 1)))
     assert run(data.draw(cut_points)) == run(data.draw(cut_points))
+
+
+def _counted_group() -> KeyGroup:
+    group = KeyGroup(VectorizedCount(), 100)
+    group.apply(pd.DataFrame({"key": [f"k{i % 50}" for i in range(400)], "timestamp": list(range(400)),
+                              "value": [1] * 400}))
+    group.advance(250)
+    return group
+
+
+def test_a_groups_state_is_compressed_and_decodes_to_the_same_table():
+    group = _counted_group()
+    encoded = group.encode()
+    assert len(encoded) < len(group.table.encode()) / 2
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, encoded)
+    assert again.table.encode() == group.table.encode()
+
+
+def test_a_state_of_an_earlier_version_uncompressed_still_decodes():
+    group = _counted_group()
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, group.table.encode())
+    assert again.encode() == group.encode()
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:-5], lambda b: b[:10], lambda b: b[:4] + b"\xff" * 8 + b[12:]])
+def test_a_damaged_compressed_state_is_a_corrupt_checkpoint_error(damage):
+    with pytest.raises(CorruptCheckpointError, match="key group state"):
+        KeyGroup.decode(VectorizedCount(), 100, 0, damage(_counted_group().encode()))
