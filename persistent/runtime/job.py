@@ -87,7 +87,9 @@ class Job:
     #: A port of the driver to serve the job's metrics on, for Prometheus (``persistent.runtime.metrics``,
     #: the ``metrics`` extra): ``http://DRIVER:PORT/metrics``, from the start until the job stops.
     metrics_port: int | None = None
-
+    #: The job as the planner runs it (``Plan.of``), made with the job: making it checks
+    #: the settings that need more than their own value.
+    plan: Plan = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for name in ("checkpoint_interval_ms", "key_groups"):
@@ -98,7 +100,8 @@ class Job:
                 raise ConfigError(f"Job: {name} must be >= 0, got {getattr(self, name)}")
         if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
             raise ConfigError(f"Job: metrics_port must be a TCP port, 1 to 65535, got {self.metrics_port}")
-        Plan.of(self)  # the choices, the sink, the checkpoint directory, the task
+        # The choices, the sink, the checkpoint directory, the task.
+        object.__setattr__(self, "plan", Plan.of(self))
 
     @property
     def dead_letters(self) -> DeadLetters:
@@ -109,8 +112,8 @@ class Job:
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it; with ``metrics_port``, first
         serves the metrics (until ``RunningJob.stop``)."""
-        return Plan.of(self).start(spark, available_now, trigger_ms)
+        return self.plan.start(spark, available_now, trigger_ms)
 
     def run(self, spark, available_now: bool = True) -> RunningJob:
         """Starts the job and waits until it ends (with ``available_now``: input consumed)."""
-        return Plan.of(self).run(spark, available_now)
+        return self.plan.run(spark, available_now)

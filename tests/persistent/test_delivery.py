@@ -63,9 +63,22 @@ def test_a_job_is_a_frozen_spec_that_holds_its_settings_as_given(tmp_path):
     with pytest.raises(FrozenInstanceError):
         made.delivery = "exactly-once"
     changed = replace(made, delivery=EXACTLY)
-    assert made.delivery == "at-least-once" and Plan.of(changed).delivery is EXACTLY
+    assert made.delivery == "at-least-once" and changed.plan.delivery is EXACTLY
+    assert made.plan.job is made and changed.plan.job is changed
     with pytest.raises(ConfigError, match="delivery"):
         replace(made, delivery="twice")
+
+
+def test_a_job_asks_its_task_for_its_state_once_and_plans_with_that(tmp_path):
+    class Asked(Counter):
+        calls = 0
+
+        def persistent_state(self):
+            Asked.calls += 1
+            return super().persistent_state()
+
+    made = Job(task=Asked(), source=GeneratorSource(), sink=WriteOnly(), checkpoint_dir=str(tmp_path / "ck"))
+    assert Asked.calls == 1 and made.plan.spec.monoid == Count()
 
 
 def test_an_unknown_setting_names_the_choices(tmp_path):
