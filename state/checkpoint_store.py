@@ -87,7 +87,7 @@ def decode_record(raw: bytes, where: str, remedy: str = _RESTORE_OLDER) -> tuple
     """
 
     def corrupt(problem: str) -> CorruptCheckpointError:
-        return CorruptCheckpointError(f"corrupt record {where}: {problem}; {remedy}")
+        return CorruptCheckpointError(f"corrupt record {where}: {problem}; {remedy}", where)
 
     if len(raw) < _HEADER.size:
         raise corrupt(f"{len(raw)} bytes is shorter than the {_HEADER.size}-byte header (torn write?)")
@@ -168,7 +168,7 @@ class CheckpointStore:
         if found_ms != timestamp_ms:
             raise CorruptCheckpointError(
                 f"corrupt record {path}: header says {found_ms} ms, file name says {timestamp_ms} ms "
-                f"(file copied or renamed?); {_RESTORE_OLDER}"
+                f"(file copied or renamed?); {_RESTORE_OLDER}", path
             )
         return data
 

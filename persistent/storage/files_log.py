@@ -97,10 +97,11 @@ class FilesLog:
                 first = int(name[:-5])
                 taken = [FileStatus(str(n), int(s), int(t)) for n, s, t in json.loads(self.fs.read_bytes(record))]
             except (ValueError, TypeError) as exc:
-                raise CorruptCheckpointError(f"files source: {record} is corrupt ({exc})") from exc
+                raise CorruptCheckpointError(f"files source: {record} is corrupt ({exc})", record) from exc
             if first != len(files):
                 raise CorruptCheckpointError(
-                    f"files source: {record} starts at file {first}, but the records before it hold {len(files)} files"
+                    f"files source: {record} starts at file {first}, but the records before it hold {len(files)} files",
+                    record,
                 )
             self._records.append(first)
             files.extend(taken)

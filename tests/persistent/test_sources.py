@@ -407,8 +407,9 @@ def test_a_damaged_log_record_is_refused_naming_it(tmp_path, inputs, reader):
     read_all(reader(), {"files": 0})
     (record,) = (tmp_path / "job" / "input").iterdir()
     record.write_text("[[")
-    with pytest.raises(CorruptCheckpointError, match=f"{record} is corrupt"):
+    with pytest.raises(CorruptCheckpointError, match=f"{record} is corrupt") as refused:
         read_all(reader(), {"files": 1})
+    assert refused.value.path == str(record)
 
 
 def test_check_before_a_run_refuses_what_the_reader_would(tmp_path, inputs, reader):

@@ -133,7 +133,7 @@ def test_torn_record_raises_instead_of_returning_empty_state(store: CheckpointSt
     path = tamper(store, 10, lambda raw: raw[:keep_bytes])
     with pytest.raises(CorruptCheckpointError, match="torn") as caught:
         store.recover(10)
-    assert path in str(caught.value)
+    assert path in str(caught.value) and caught.value.path == path
 
 
 def test_trailing_bytes_after_the_payload_are_corruption(store: CheckpointStore) -> None:
@@ -185,7 +185,7 @@ def test_header_time_differing_from_the_file_name_is_corruption(store: Checkpoin
     store.fs.write_atomic(store.path(20), store.fs.read_bytes(store.path(10)))
     with pytest.raises(CorruptCheckpointError, match="header says 10 ms, file name says 20 ms") as caught:
         store.recover(20)
-    assert store.path(20) in str(caught.value)
+    assert store.path(20) in str(caught.value) and caught.value.path == store.path(20)
 
 
 def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: CheckpointStore) -> None:
