@@ -18,6 +18,7 @@ whole leaves the group as it was.
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -37,9 +38,9 @@ __all__ = ["KeyGroup", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
 #: Columns of the messages a key group takes.
 MESSAGE_COLUMNS = ("key", "timestamp", "value")
 
-#: ``KeyGroup.encode``'s frame: a magic and the size of the table's bytes, which follow
-#: compressed with ``_STATE_CODEC``.
-_STATE_FRAME = struct.Struct(">4sQ")
+#: ``KeyGroup.encode``'s frame: a magic, the size and the CRC32 of the table's bytes,
+#: which follow compressed with ``_STATE_CODEC``.
+_STATE_FRAME = struct.Struct(">4sQI")
 _STATE_MAGIC = b"PKGZ"
 _STATE_CODEC = "zstd"
 
@@ -69,11 +70,15 @@ def _decompressed(data: bytes) -> bytes:
         return data  # an earlier version's state: the table's bytes as they are
     if len(data) < _STATE_FRAME.size:
         raise CorruptCheckpointError(f"key group state: {len(data)} bytes are too short for its frame")
-    _, size = _STATE_FRAME.unpack_from(data)
+    _, size, crc = _STATE_FRAME.unpack_from(data)
     try:
-        return pa.decompress(data[_STATE_FRAME.size:], decompressed_size=size, codec=_STATE_CODEC, asbytes=True)
+        table = pa.decompress(data[_STATE_FRAME.size:], decompressed_size=size, codec=_STATE_CODEC, asbytes=True)
     except (OSError, ValueError, OverflowError, MemoryError) as exc:  # the last two: a damaged size
         raise CorruptCheckpointError(f"key group state: its {_STATE_CODEC} bytes do not decompress: {exc}") from exc
+    # zstd's frames carry no checksum here: a flipped bit may decompress to other bytes.
+    if zlib.crc32(table) != crc:
+        raise CorruptCheckpointError("key group state: its bytes do not match their CRC32")
+    return table
 
 
 class Applied(NamedTuple):
@@ -211,11 +216,13 @@ class KeyGroup:
         return group
 
     def encode(self) -> bytes:
-        """The whole state of the group, compressed: Spark's state store keeps these bytes,
-        and Spark hands them to Python through its pickler, which copies a binary value
-        one byte at a time, so a quarter of the bytes is a quarter of the work."""
+        """The whole state of the group, compressed, with the CRC32 of the table's bytes
+        (``_STATE_FRAME``). Spark's state store keeps these bytes, and Spark hands them
+        to Python through its pickler, which copies a binary value one byte at a time:
+        a quarter of the bytes is a quarter of the work."""
         data = self.table.encode()
-        return _STATE_FRAME.pack(_STATE_MAGIC, len(data)) + pa.compress(data, codec=_STATE_CODEC, asbytes=True)
+        frame = _STATE_FRAME.pack(_STATE_MAGIC, len(data), zlib.crc32(data))
+        return frame + pa.compress(data, codec=_STATE_CODEC, asbytes=True)
 
     # -- processing ----------------------------------------------------------------
 
