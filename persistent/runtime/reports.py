@@ -29,7 +29,7 @@ class GroupReport:
     late: int
     #: Messages before the restore point, dropped as already inside the restored state.
     replayed: int
-    #: Results emitted (rows of the stateful function without a bad-record mark).
+    #: Results emitted (elements of the group's result arrays, ``persistent.runtime.stateful.output_schema``).
     results: int
     #: The watermark the group ran with (ms).
     watermark_ms: int

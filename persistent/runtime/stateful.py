@@ -44,7 +44,8 @@ def output_schema(key_type: str, value_type: str) -> str:
     One row per group, not one per result: PySpark pads the state it sends back with
     a group's output to as many rows as the output has, and joins the padding with
     ``pd.concat``, which looks at every padded null in Python. Spark unpacks the
-    arrays in the JVM (``inline(arrays_zip(...))``) when the sink reads them."""
+    arrays in the JVM (``inline(arrays_zip(...))``) when the sink reads them. A group's
+    results of one micro-batch are one Spark row, so they must fit in one (2 GB)."""
     return (f"key array<{key_type}>, window_start array<bigint>, window_end array<bigint>, "
             f"value array<{value_type}>, {DEAD_LETTERS} array<string>")
 
