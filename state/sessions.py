@@ -32,7 +32,7 @@ import pandas as pd
 
 from monoids.base import Monoid
 from state.checkpoint_store import check_time_ms
-from state.table import KeyedTable, WindowResults
+from state.table import KeyedTable, WindowResults, factorize_keys
 from state.window import SessionWindow
 
 __all__ = ["SessionTable"]
@@ -55,7 +55,7 @@ class SessionTable(KeyedTable):
             return
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
-        key_codes, _ = pd.factorize(keys, use_na_sentinel=False)
+        key_codes, _ = factorize_keys(keys)
         order, _, first, self.values, self.times = self._fold_chains(
             (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),
             np.concatenate([self.values, column]),
@@ -64,7 +64,7 @@ class SessionTable(KeyedTable):
 
     def sessions(self) -> tuple[WindowResults, np.ndarray]:
         """Every session of the table, by key and start, and the index of each row's session."""
-        key_codes, _ = pd.factorize(self.keys, use_na_sentinel=False)
+        key_codes, _ = factorize_keys(self.keys)
         order, session, first, values, lasts = self._fold_chains((key_codes,), self.buckets, self.times, self.values)
         of_row = np.empty(len(order), dtype=np.int64)
         of_row[order] = session

@@ -18,7 +18,7 @@ from monoids.base import Monoid, MonoidError, MonoidTypeError, MonoidValueError
 from monoids.numeric import Count, Max, Min, Sum
 from state import codec
 from state.errors import CorruptCheckpointError, StateValueError
-from state.table import COMMITTED, KeyedTable, describe
+from state.table import COMMITTED, KeyedTable, describe, factorize_keys
 from state.tables import decode_table, read_table
 from state.window import Window
 
@@ -860,3 +860,19 @@ def test_a_ttl_that_is_not_a_positive_int_is_refused_naming_it(ttl):
 def test_a_windowed_table_takes_no_ttl():
     with pytest.raises(StateValueError, match="ttl_ms=100 with window"):
         KeyedTable(Sum(), INTERVAL, Window(200), ttl_ms=100)
+
+
+@given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
+                max_size=30))
+def test_keys_factorize_as_pandas_does_with_nulls_as_keys(keys):
+    array = np.array(keys, dtype=object)
+    codes, unique_keys = factorize_keys(array)
+    expected_codes, expected_keys = pd.factorize(array, use_na_sentinel=False)
+    np.testing.assert_array_equal(codes, expected_codes)
+    assert list(map(repr, unique_keys)) == list(map(repr, expected_keys))
+
+
+def test_integer_keys_factorize_as_pandas_does():
+    keys = np.array([5, 3, 5, 9, 3], dtype=np.int64)
+    codes, unique_keys = factorize_keys(keys)
+    assert codes.tolist() == [0, 1, 0, 2, 1] and unique_keys.tolist() == [5, 3, 9]
