@@ -99,9 +99,15 @@ def factorize_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _first_rows(codes: np.ndarray) -> np.ndarray:
-    """Index of the first row of each code, for codes numbered by first appearance."""
-    _, first = np.unique(codes, return_index=True)
-    return first
+    """Index of the first row of each code, for codes numbered by first appearance: the
+    rows whose code is above every code before them (no sort)."""
+    if not len(codes):
+        return np.empty(0, dtype=np.intp)
+    highest = np.maximum.accumulate(codes)
+    new = np.empty(len(codes), dtype=bool)
+    new[0] = True
+    np.greater(highest[1:], highest[:-1], out=new[1:])
+    return np.flatnonzero(new)
 
 
 def describe(
@@ -275,17 +281,26 @@ class KeyedTable:
     # -- reading -------------------------------------------------------------------
 
     def totals(self, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """``(keys, values)``: each key's fold over all its rows (only ``keys``, if given)."""
+        """``(keys, values)``: each key's fold over all its rows (only ``keys``, if given),
+        in the order the table first holds the keys."""
         if keys is None:
             return self._fold_per_key(np.ones(len(self.keys), dtype=bool))
-        return self._fold_per_key(pd.Series(self.keys, dtype=object).isin(keys).to_numpy())
+        # One factorization of the wanted keys and the table's: the wanted ones come first,
+        # so they are the codes below their number.
+        wanted = pd.unique(np.asarray(keys, dtype=object))
+        codes, _ = factorize_keys(np.concatenate([wanted, self.keys]))
+        table_codes = codes[len(wanted):]
+        rows = table_codes < len(wanted)
+        picked, _ = pd.factorize(table_codes[rows])  # integers: renumbered in table order
+        first = _first_rows(picked)
+        keys = self.keys[rows][first].astype(object, copy=False)
+        return keys, self.monoid.reduce_by_key(picked, len(first), self.values[rows])
 
     def _fold_per_key(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = self.keys[rows]
-        codes, unique_keys = factorize_keys(keys)
-        return np.asarray(unique_keys, dtype=object), self.monoid.reduce_by_key(
-            codes, len(unique_keys), self.values[rows]
-        )
+        codes, _ = factorize_keys(keys)
+        first = _first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
+        return keys[first].astype(object, copy=False), self.monoid.reduce_by_key(codes, len(first), self.values[rows])
 
     def get(self, key) -> object:
         """The fold of one key's rows (``zero()`` for an unknown key)."""

@@ -876,3 +876,27 @@ def test_integer_keys_factorize_as_pandas_does():
     keys = np.array([5, 3, 5, 9, 3], dtype=np.int64)
     codes, unique_keys = factorize_keys(keys)
     assert codes.tolist() == [0, 1, 0, 2, 1] and unique_keys.tolist() == [5, 3, 9]
+
+
+@given(st.lists(st.integers(0, 20), max_size=60))
+def test_the_first_row_of_each_key_is_where_factorize_first_met_it(values):
+    from state.table import _first_rows
+
+    codes, _ = pd.factorize(np.array(values, dtype=np.int64))
+    _, expected = np.unique(codes, return_index=True)
+    np.testing.assert_array_equal(_first_rows(codes), expected)
+
+
+@given(st.lists(st.tuples(st.one_of(st.sampled_from(["a", "b", "c", "d"]), st.none(), st.integers(0, 2)),
+                          st.integers(0, 30)), min_size=1, max_size=40),
+       st.lists(st.one_of(st.sampled_from(["a", "b", "e"]), st.none(), st.integers(0, 3)), max_size=8))
+def test_totals_of_some_keys_are_those_of_all_keys_picked_in_table_order(messages, wanted):
+    table = KeyedTable(Sum(), 10)
+    keys, stamps = zip(*messages)
+    table.update(np.array(keys, dtype=object), np.array(stamps, dtype=np.int64), [1] * len(keys))
+    all_keys, all_values = table.totals()
+    index = {repr(k): i for i, k in enumerate(all_keys.tolist())}
+    expected = [i for i in range(len(all_keys)) if repr(all_keys[i]) in {repr(w) for w in wanted}]
+    found, values = table.totals(np.array(wanted, dtype=object))
+    assert [repr(k) for k in found.tolist()] == [repr(all_keys[i]) for i in expected]
+    assert values.tolist() == [all_values[index[repr(k)]] for k in found.tolist()]
