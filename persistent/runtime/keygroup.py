@@ -29,7 +29,8 @@ import pyarrow as pa
 from monoids.base import MonoidError
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
 from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
-from state.checkpoint_store import check_time_ms
+from state.checkpoint_store import MAGIC as RECORD_MAGIC
+from state.checkpoint_store import check_time_ms, decode_record, encode_record
 from state.errors import CorruptCheckpointError, StateValueError
 from state.table import KeyedTable
 
@@ -38,11 +39,20 @@ __all__ = ["KeyGroup", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
 #: Columns of the messages a key group takes.
 MESSAGE_COLUMNS = ("key", "timestamp", "value")
 
-#: ``KeyGroup.encode``'s frame: a magic, the size and the CRC32 of the table's bytes,
-#: which follow compressed with ``_STATE_CODEC``.
-_STATE_FRAME = struct.Struct(">4sQI")
-_STATE_MAGIC = b"PKGZ"
+#: A key group's state (``KeyGroup.encode``) is a record of ``encode_record``: magic
+#: ``PCKP``, version, time, length and a CRC32 over them and the payload, which checks
+#: the compressed bytes before zstd reads them. The payload is the size of the table's
+#: bytes (``_STATE_SIZE``, which ``pa.decompress`` needs), then the table's bytes
+#: compressed with ``_STATE_CODEC``. The size leads the payload rather than taking the
+#: record's time, which stays 0: the table's bytes carry the times of the state.
+_STATE_SIZE = struct.Struct(">Q")
 _STATE_CODEC = "zstd"
+_STATE = "key group state"
+_STATE_REMEDY = "delete DIR/spark/ to restart the job from the clock (path B)"
+#: The frame of the versions before the record: a magic, the size and the CRC32 of the
+#: table's bytes, then the table's bytes compressed with ``_STATE_CODEC``.
+_EARLIER_FRAME = struct.Struct(">4sQI")
+_EARLIER_MAGIC = b"PKGZ"
 
 
 @dataclass
@@ -64,21 +74,36 @@ class GroupOutput:
 
 
 def _decompressed(data: bytes) -> bytes:
-    """The table's bytes in a key group's state (``KeyGroup.encode``)."""
-    data = bytes(data)
-    if data[:len(_STATE_MAGIC)] != _STATE_MAGIC:
-        return data  # an earlier version's state: the table's bytes as they are
-    if len(data) < _STATE_FRAME.size:
-        raise CorruptCheckpointError(f"key group state: {len(data)} bytes are too short for its frame")
-    _, size, crc = _STATE_FRAME.unpack_from(data)
+    """The table's bytes in a key group's state (``KeyGroup.encode``), or in the state
+    of an earlier version: the ``_EARLIER_FRAME``, or the table's bytes as they are.
+
+    The state is read through a memoryview, without copies: the CRC32 of the record
+    checks the compressed bytes before zstd reads them (zstd's frames carry no checksum
+    here: a flipped bit could decompress to other bytes)."""
+    view = memoryview(data)
+    if view[:len(RECORD_MAGIC)] == RECORD_MAGIC:
+        _, payload = decode_record(view, _STATE, _STATE_REMEDY)
+        if len(payload) < _STATE_SIZE.size:
+            raise CorruptCheckpointError(f"{_STATE}: {len(payload)} bytes are too short for its size")
+        (size,) = _STATE_SIZE.unpack_from(payload)
+        return _decompress(payload[_STATE_SIZE.size:], size)
+    if view[:len(_EARLIER_MAGIC)] == _EARLIER_MAGIC:
+        if len(view) < _EARLIER_FRAME.size:
+            raise CorruptCheckpointError(f"{_STATE}: {len(view)} bytes are too short for its frame")
+        _, size, crc = _EARLIER_FRAME.unpack_from(view)
+        table = _decompress(view[_EARLIER_FRAME.size:], size)
+        if zlib.crc32(table) != crc:
+            raise CorruptCheckpointError(f"{_STATE}: its bytes do not match their CRC32")
+        return table
+    return data  # the table's bytes, as the earliest versions kept them (or damaged: decode_table says)
+
+
+def _decompress(compressed: memoryview, size: int) -> bytes:
+    """The ``size`` bytes ``compressed`` holds; ``CorruptCheckpointError`` when they do not decompress."""
     try:
-        table = pa.decompress(data[_STATE_FRAME.size:], decompressed_size=size, codec=_STATE_CODEC, asbytes=True)
+        return pa.decompress(compressed, decompressed_size=size, codec=_STATE_CODEC, asbytes=True)
     except (OSError, ValueError, OverflowError, MemoryError) as exc:  # the last two: a damaged size
-        raise CorruptCheckpointError(f"key group state: its {_STATE_CODEC} bytes do not decompress: {exc}") from exc
-    # zstd's frames carry no checksum here: a flipped bit may decompress to other bytes.
-    if zlib.crc32(table) != crc:
-        raise CorruptCheckpointError("key group state: its bytes do not match their CRC32")
-    return table
+        raise CorruptCheckpointError(f"{_STATE}: its {_STATE_CODEC} bytes do not decompress: {exc}") from exc
 
 
 class Applied(NamedTuple):
@@ -210,19 +235,19 @@ class KeyGroup:
     @classmethod
     def decode(cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state), or from the
-        table's bytes uncompressed, as earlier versions kept them."""
+        state of an earlier version (``_decompressed``)."""
         group = cls(task, interval_ms, floor_ms)
-        group.table = group.spec.build(interval_ms, _decompressed(data), what="key group state")
+        group.table = group.spec.build(interval_ms, _decompressed(data), what=_STATE)
         return group
 
     def encode(self) -> bytes:
-        """The whole state of the group, compressed, with the CRC32 of the table's bytes
-        (``_STATE_FRAME``). Spark's state store keeps these bytes, and Spark hands them
-        to Python through its pickler, which copies a binary value one byte at a time:
-        a quarter of the bytes is a quarter of the work."""
+        """The whole state of the group: a record (``encode_record``, with its CRC32)
+        of the table's size and bytes compressed (``_STATE_SIZE``). Spark's state store
+        keeps these bytes, and Spark hands them to Python through its pickler, which
+        copies a binary value one byte at a time: a quarter of the bytes is a quarter
+        of the work."""
         data = self.table.encode()
-        frame = _STATE_FRAME.pack(_STATE_MAGIC, len(data), zlib.crc32(data))
-        return frame + pa.compress(data, codec=_STATE_CODEC, asbytes=True)
+        return encode_record(0, _STATE_SIZE.pack(len(data)) + pa.compress(data, codec=_STATE_CODEC, asbytes=True))
 
     # -- processing ----------------------------------------------------------------
 

@@ -3,8 +3,12 @@ followed by a replay gives the result of an uninterrupted run."""
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +17,7 @@ from monoids import Count, Sum
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
+from state.checkpoint_store import decode_record
 from state.errors import CorruptCheckpointError
 from state.tables import decode_table
 
@@ -348,31 +353,80 @@ def test_a_groups_state_is_compressed_and_decodes_to_the_same_table():
     assert again.table.encode() == group.table.encode()
 
 
+def test_a_groups_state_is_a_checkpoint_record_of_the_tables_size_and_compressed_bytes():
+    group = _counted_group()
+    table = group.table.encode()
+    stamp, payload = decode_record(group.encode(), "state")
+    assert stamp == 0
+    assert payload[:8] == struct.pack(">Q", len(table))
+    assert pa.decompress(payload[8:], decompressed_size=len(table), codec="zstd", asbytes=True) == table
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_a_groups_state_decodes_from_any_bytes_like_value(kind):
+    group = _counted_group()
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, kind(group.encode()))
+    assert again.table.encode() == group.table.encode()
+
+
+def _earlier_frame(table: bytes) -> bytes:
+    """A state as the versions before the checkpoint record wrote it: magic, size and
+    CRC32 of the table's bytes, then those bytes compressed with zstd."""
+    return struct.pack(">4sQI", b"PKGZ", len(table), zlib.crc32(table)) + pa.compress(table, codec="zstd", asbytes=True)
+
+
 def test_a_state_of_an_earlier_version_uncompressed_still_decodes():
     group = _counted_group()
-    again = KeyGroup.decode(VectorizedCount(), 100, 0, group.table.encode())
+    table = group.table.encode()
+    assert table[:4] == b"PKTB"
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, table)
     assert again.encode() == group.encode()
 
 
-@pytest.mark.parametrize("damage", [lambda b: b[:-5], lambda b: b[:10], lambda b: b[:4] + b"\xff" * 8 + b[12:]])
-def test_a_damaged_compressed_state_is_a_corrupt_checkpoint_error(damage):
-    with pytest.raises(CorruptCheckpointError, match="key group state"):
-        KeyGroup.decode(VectorizedCount(), 100, 0, damage(_counted_group().encode()))
-
-
-def test_a_flipped_bit_of_a_compressed_state_is_a_corrupt_checkpoint_error_or_changes_nothing():
+def test_a_state_of_an_earlier_version_in_its_own_compressed_frame_still_decodes():
     group = _counted_group()
-    encoded, table = group.encode(), group.table.encode()
-    refused = 0
-    for offset in range(4, len(encoded)):  # a damaged magic is no such frame: an earlier version's table
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, _earlier_frame(group.table.encode()))
+    assert again.encode() == group.encode()
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:-5], lambda b: b[:10], lambda b: b[:4] + b"\xff" * 8 + b[12:],
+                                    lambda b: b[:-1] + bytes([b[-1] ^ 1])])
+@pytest.mark.parametrize("encode", [KeyGroup.encode, lambda group: _earlier_frame(group.table.encode())],
+                         ids=["record", "earlier frame"])
+def test_a_damaged_compressed_state_is_a_corrupt_checkpoint_error(damage, encode):
+    with pytest.raises(CorruptCheckpointError, match="key group state"):
+        KeyGroup.decode(VectorizedCount(), 100, 0, damage(encode(_counted_group())))
+
+
+def _flipped_bits(encoded: bytes, start: int = 0):
+    """``(offset, bit, bytes)``: ``encoded`` with its lowest or highest bit of one byte
+    from ``start`` on flipped, for each."""
+    for offset in range(start, len(encoded)):
         for bit in (0x01, 0x80):
             flipped = bytearray(encoded)
             flipped[offset] ^= bit
-            try:
-                decoded = KeyGroup.decode(VectorizedCount(), 100, 0, bytes(flipped))
-            except CorruptCheckpointError as exc:
-                assert "key group state" in str(exc)
-                refused += 1
-            else:  # a bit zstd's decoder does not read
-                assert decoded.table.encode() == table, (offset, bit)
+            yield offset, bit, bytes(flipped)
+
+
+def test_a_flipped_bit_of_a_compressed_state_is_a_corrupt_checkpoint_error():
+    # The record's CRC32 covers its header and payload; a damaged magic is no such
+    # record, and the table's decoder refuses it.
+    for _, _, flipped in _flipped_bits(_counted_group().encode()):
+        with pytest.raises(CorruptCheckpointError, match="key group state"):
+            KeyGroup.decode(VectorizedCount(), 100, 0, flipped)
+
+
+def test_a_flipped_bit_of_an_earlier_versions_compressed_state_is_a_corrupt_checkpoint_error_or_changes_nothing():
+    table = _counted_group().table.encode()
+    encoded = _earlier_frame(table)
+    refused = 0
+    # From 4: a damaged magic is no such frame but an earlier version's table.
+    for offset, bit, flipped in _flipped_bits(encoded, 4):
+        try:
+            decoded = KeyGroup.decode(VectorizedCount(), 100, 0, flipped)
+        except CorruptCheckpointError as exc:
+            assert "key group state" in str(exc)
+            refused += 1
+        else:  # a bit zstd's decoder does not read
+            assert decoded.table.encode() == table, (offset, bit)
     assert refused > 1.9 * (len(encoded) - 4)
