@@ -66,13 +66,13 @@ class Delivery(Choice):
 
 
 def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, default_key_groups: int,
-         description: dict | None = None, sink_generation: int | None = None) -> Recovery:
-    """How the job starts with ``delivery``: at-most-once after its position, the others
-    as ``JobDirectory.plan`` says. A directory keeps the setting it was written with."""
+         description: dict | None = None, sink_generation: int | None = None, cores: int | None = None) -> Recovery:
+    """How the job starts with ``delivery`` on ``cores``: at-most-once after its position,
+    the others as ``JobDirectory.plan`` says. A directory keeps the setting it was written with."""
     _keep_setting(directory, delivery)
     if delivery is Delivery.AT_MOST_ONCE:
-        return Position(directory).restart(key_groups or default_key_groups)
-    return directory.plan(key_groups, default_key_groups, description, sink_generation)
+        return Position(directory).restart(key_groups or default_key_groups, cores)
+    return directory.plan(key_groups, default_key_groups, description, sink_generation, cores)
 
 
 def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
@@ -99,18 +99,21 @@ class Position:
     def __init__(self, directory: JobDirectory):
         self.directory = directory
 
-    def restart(self, key_groups: int) -> Recovery:
-        """Starts a run with ``key_groups`` (state starts empty, so any number does):
-        Spark's checkpoint of the last run is dropped (its state and its unfinished
-        micro-batch with it), the sources start at the position."""
+    def restart(self, key_groups: int, cores: int | None = None) -> Recovery:
+        """Starts a run with ``key_groups`` (state starts empty, so any number does) spread
+        over ``min(key_groups, cores)`` state partitions: Spark's checkpoint of the last
+        run is dropped (its state and its unfinished micro-batch with it), the sources
+        start at the position."""
         taken = self.directory.read_position()
         self.directory.fs.delete(self.directory.spark)
+        partitions = min(key_groups, cores) if cores else None
         if taken is None:
             self.directory.record_position(DeliveryPosition(0, 0))
-            return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups)
+            return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions)
         position = DeliveryPosition(taken.generation + 1, taken.next_ms)
         self.directory.record_position(position)
-        return Recovery(RecoveryPath.AFTER_POSITION, position.generation, position.next_ms, key_groups=key_groups)
+        return Recovery(RecoveryPath.AFTER_POSITION, position.generation, position.next_ms, key_groups=key_groups,
+                        partitions=partitions)
 
     def take(self, generation: int, next_ms: int) -> None:
         """Records that every message before ``next_ms`` is taken (the position never

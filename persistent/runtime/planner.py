@@ -10,7 +10,8 @@ calls is ``persistent.runtime.stateful``). Each key group is a task with its
 own checkpoints and checkpoint clock. A fresh start sizes the key groups to the
 cluster (``KEY_GROUPS_PER_CORE`` per core Spark offers) unless the job names a
 number; the job directory records it, and the query runs as many shuffle partitions
-as there are cores (at most one per key group).
+as there are cores (at most one per key group), which the groups take in turn: Spark
+groups the rows by each group's slot (``persistent.runtime.layout``).
 
 Per micro-batch, inside Spark:
 
@@ -55,6 +56,7 @@ from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, DeadLetter
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
+from persistent.runtime.layout import group_slots
 from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.reports import Reports
@@ -168,7 +170,7 @@ class Plan:
         cores = spark.sparkContext.defaultParallelism
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
                         describe(self.spec.monoid, job.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
-                        job.sink.newest_generation(spark))
+                        job.sink.newest_generation(spark), cores)
         stderr.line(f"[persistent] {recovery.describe()}")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
@@ -191,7 +193,7 @@ class Plan:
         # state partitions in its checkpoint): one shuffle partition per core, and Arrow
         # batches that hold a key group's messages in one chunk, not ten thousand rows at a
         # time (Spark hands a group's state to Python again with each chunk).
-        settings = {"spark.sql.shuffle.partitions": str(min(recovery.key_groups, cores)),
+        settings = {"spark.sql.shuffle.partitions": str(recovery.partitions or min(recovery.key_groups, cores)),
                     "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS)}
         previous = {name: spark.conf.get(name) for name in settings}
         for name, value in settings.items():
@@ -303,7 +305,7 @@ class Plan:
         mark = timed.schema["event_time"].metadata
         grouped = timed.withColumn(
             "event_time", F.lit(None).cast("timestamp").alias("event_time", metadata=mark)
-        ).groupBy("grp")
+        ).select(*(c for c in timed.columns if c != "grp"), _slot(recovery).alias("slot")).groupBy("slot")
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
@@ -311,6 +313,17 @@ class Plan:
         return grouped.applyInPandasWithState(
             function, output_schema(key_type, value_type), "table binary", "Update", GroupStateTimeout.EventTimeTimeout
         )
+
+
+def _slot(recovery: Recovery):
+    """The column Spark groups the key groups' rows by: each group's slot
+    (``persistent.runtime.layout``), which spreads the groups evenly over the state partitions."""
+    from pyspark.sql import functions as F
+
+    if recovery.partitions is None:
+        return F.col("grp")
+    slots = group_slots(recovery.key_groups, recovery.partitions)
+    return F.array(*(F.lit(slot) for slot in slots))[F.col("grp")]
 
 
 def _job_of(source, storage: JobStorage | None) -> dict:

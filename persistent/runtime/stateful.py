@@ -22,6 +22,7 @@ from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRec
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.keygroup import KeyGroup
+from persistent.runtime.layout import slot_group
 from persistent.runtime.reports import GroupReport
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory, Recovery
@@ -67,10 +68,10 @@ def group_function(
     and ``late_records`` say; the state kept in Spark's state store if it ``carries``
     over to the next micro-batch; reports added to the accumulator ``reports``. Only
     these travel to the executors, not the job (its source and sink stay on the driver)."""
-    floor_ms, restored = recovery.floor_ms, recovery.restored
+    floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
 
     def run_group(key, frames, state):
-        grp = int(key[0])
+        grp = slot_group(int(key[0]), key_groups)
         if state.exists and carries:
             group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
         elif grp in restored:

@@ -120,6 +120,10 @@ class Recovery:
     heartbeats: bool = True
     #: The number of key groups keys hash to in this start.
     key_groups: int = 1
+    #: Spark's state partitions the generation's query spreads the key groups over
+    #: (``persistent.runtime.layout``); None for a generation recorded before, whose
+    #: Spark state is keyed by the groups' numbers.
+    partitions: int | None = None
 
     def describe(self) -> str:
         """One line for the job's log."""
@@ -226,6 +230,8 @@ class Generation(Record):
     heartbeats: bool = False
     #: What the state means (``state.table.describe``); None if unrecorded.
     state: dict | None = None
+    #: ``Recovery.partitions``; None in records written before it existed.
+    partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -441,14 +447,17 @@ class JobDirectory:
         self._write(self._generation, Generation(current.generation, current.floor_ms, key_groups,
                                                  heartbeats=True, state=current.state))
 
-    def _start(self, path: RecoveryPath, key_groups: int, state: dict | None, generation: int = 0,
-               floor_ms: int = 0, restored: frozenset[int] = frozenset(), heartbeats: bool = True) -> Recovery:
+    def _start(self, path: RecoveryPath, key_groups: int, state: dict | None, partitions: int | None,
+               generation: int = 0, floor_ms: int = 0, restored: frozenset[int] = frozenset(),
+               heartbeats: bool = True) -> Recovery:
         """Records the generation that starts, and returns its plan."""
-        self._write(self._generation, Generation(generation, floor_ms, key_groups, restored, heartbeats, state))
-        return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups)
+        self._write(self._generation,
+                    Generation(generation, floor_ms, key_groups, restored, heartbeats, state, partitions))
+        return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups, partitions)
 
     def plan(self, key_groups: int | None, default_key_groups: int | None = None,
-             description: dict | None = None, sink_generation: int | None = None) -> Recovery:
+             description: dict | None = None, sink_generation: int | None = None,
+             cores: int | None = None) -> Recovery:
         """Chooses the recovery path and, for path B, checks that every task of the clock
         holds its checkpoint at it.
 
@@ -501,6 +510,7 @@ class JobDirectory:
         if key_groups is None:
             raise RestartRefusedError(f"{self.root} records no number of key groups: give the job's key_groups")
         recorded_generation = current.generation if current else 0
+        partitions = min(key_groups, cores) if cores else None
         if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
             raise RestartRefusedError(
                 f"the sink holds results of generation {sink_generation}, but {self.root} records generation "
@@ -510,18 +520,19 @@ class JobDirectory:
             )
         if same_checkpoint:
             if current is None:
-                return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, heartbeats=False)
-            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.generation,
+                return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, None, heartbeats=False)
+            return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.partitions, current.generation,
                                current.floor_ms, current.restored, current.heartbeats)
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)
             self.fs.delete(self.input_log)
-            return self._start(RecoveryPath.FRESH, key_groups, state)
+            return self._start(RecoveryPath.FRESH, key_groups, state, partitions)
         generation = max(recorded_generation, sink_generation or 0) + 1
         self.fs.delete(self.spark)
         restored = frozenset(map(task_index, record.task_clocks))
-        return self._start(RecoveryPath.FROM_CLOCK, key_groups, state, generation, record.clock_ms, restored)
+        return self._start(RecoveryPath.FROM_CLOCK, key_groups, state, partitions, generation, record.clock_ms,
+                           restored)
 
     def _clock_key_groups(self, record: ClockRecord, key_groups: int | None) -> int:
         """The number of key groups of a directory without its generation file (copied

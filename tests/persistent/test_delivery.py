@@ -127,6 +127,15 @@ def test_at_most_once_restarts_after_its_position_on_empty_state(directory):
     assert plan(AT_MOST, directory, 4, 8).generation == 2
 
 
+def test_every_delivery_spreads_a_new_spark_checkpoint_s_groups_over_the_cores(directory):
+    for delivery in (AT_MOST, AT_LEAST):
+        assert plan(delivery, directory, 4, 8, cores=2).partitions == 2
+        spark_has_a_query(directory)
+        # At-most-once drops Spark's checkpoint at each restart; at-least-once continues it.
+        assert plan(delivery, directory, 4, 8, cores=3).partitions == (3 if delivery is AT_MOST else 2)
+        directory.fs.delete(directory.root)
+
+
 def test_a_directory_keeps_the_setting_it_was_written_with(directory):
     plan(AT_LEAST, directory, 4, 8)
     with pytest.raises(ValueError, match="written with delivery='at-least-once', this job has "

@@ -200,3 +200,30 @@ def test_spark_checkpoint_of_an_unknown_generation_is_refused(directory):
                                          r"generation file is missing\).*Delete .*spark to restart from the clock"):
         directory.plan(2, sink_generation=2)
     assert directory.plan(2, sink_generation=0).path is RecoveryPath.SAME_CHECKPOINT
+
+
+def test_a_new_spark_checkpoint_spreads_the_groups_over_the_cores_and_path_a_keeps_its_spread(directory):
+    assert directory.plan(8, cores=2).partitions == 2
+    assert directory.read_generation().partitions == 2
+    checkpoint_all(directory, 1000)
+    spark_has_a_query(directory)
+    # Spark's checkpoint holds its state in 2 partitions, whatever the cluster has now.
+    assert directory.plan(8, cores=4).partitions == 2
+    directory.fs.delete(directory.spark)
+    assert (directory.plan(8, cores=4).path, directory.read_generation().partitions) == (RecoveryPath.FROM_CLOCK, 4)
+    spark_has_a_query(directory)
+    assert directory.plan(8, cores=1).partitions == 4
+
+
+def test_no_more_partitions_than_key_groups(directory):
+    assert directory.plan(2, cores=8).partitions == 2
+
+
+def test_a_spark_checkpoint_started_before_the_spread_stays_keyed_by_group_numbers(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
+                              b'{"generation": 2, "floor_ms": 700, "key_groups": 2, "heartbeats": true}')
+    spark_has_a_query(directory)
+    checkpoint_all(directory, 1000)
+    assert directory.plan(2, cores=2).partitions is None
+    directory.fs.delete(directory.spark)
+    assert directory.plan(2, cores=2).partitions == 2

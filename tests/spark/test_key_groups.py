@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from persistent.core.errors import RestartRefusedError
+from persistent.runtime.layout import group_slots, slot_group
 from persistent.runtime.planner import KEY_GROUPS_PER_CORE
 from persistent.storage.job_directory import RecoveryPath
 from state.clock_store import ClockStore
@@ -40,11 +41,24 @@ def test_a_fresh_start_sizes_key_groups_to_the_cluster_and_restarts_keep_them(sp
     # One state partition per core, each holding several key groups.
     assert sorted(os.listdir(tmp_path / "ck" / "spark" / "state" / "0")) == [str(p) for p in range(cores)] + ["_metadata"]
     assert len(first.directory.clock.read().task_clocks) == KEY_GROUPS_PER_CORE * cores
+    assert first.recovery.partitions == cores
 
     again = count_job(tmp_path, 2_000).run(spark)
     assert (again.recovery.path, again.recovery.key_groups) == (RecoveryPath.SAME_CHECKPOINT, first.recovery.key_groups)
     with pytest.raises(RestartRefusedError, match=f"written with key_groups={first.recovery.key_groups}, this job has key_groups=3"):
         count_job(tmp_path, 2_000, "--key-groups", "3").run(spark)
+
+
+def test_spark_puts_each_key_group_in_the_state_partition_of_its_turn(spark):
+    """Spark's shuffle by the slot column, as the stateful operator's: group ``g`` lands in
+    partition ``g % partitions``, which ``persistent.runtime.layout`` computes without Spark."""
+    from pyspark.sql import functions as F
+
+    for key_groups, partitions in ((8, 2), (16, 4), (7, 3)):
+        slots = spark.createDataFrame([(slot,) for slot in group_slots(key_groups, partitions)], "slot int")
+        rows = slots.repartition(partitions, "slot").select("slot", F.spark_partition_id().alias("partition")).collect()
+        assert {slot_group(row.slot, key_groups): row.partition for row in rows} == {
+            group: group % partitions for group in range(key_groups)}
 
 
 def window_job(workdir, total: int, *more: str):
