@@ -286,11 +286,11 @@ class KeyedTable:
         if keys is None:
             return self._fold_per_key(np.ones(len(self.keys), dtype=bool))
         # One factorization of the wanted keys and the table's: the wanted ones come first,
-        # so they are the codes below their number.
-        wanted = pd.unique(np.asarray(keys, dtype=object))
+        # so theirs are the codes below their number (None and NaN are one of them).
+        wanted = np.asarray(keys, dtype=object)
         codes, _ = factorize_keys(np.concatenate([wanted, self.keys]))
         table_codes = codes[len(wanted):]
-        rows = table_codes < len(wanted)
+        rows = table_codes < (codes[:len(wanted)].max() + 1 if len(wanted) else 0)
         picked, _ = pd.factorize(table_codes[rows])  # integers: renumbered in table order
         first = _first_rows(picked)
         keys = self.keys[rows][first].astype(object, copy=False)

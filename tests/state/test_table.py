@@ -887,16 +887,31 @@ def test_the_first_row_of_each_key_is_where_factorize_first_met_it(values):
     np.testing.assert_array_equal(_first_rows(codes), expected)
 
 
-@given(st.lists(st.tuples(st.one_of(st.sampled_from(["a", "b", "c", "d"]), st.none(), st.integers(0, 2)),
+def _key_id(key) -> str:
+    """A key's identity as ``factorize_keys`` sees it: None and NaN are one null key."""
+    return "null" if pd.isna(key) else repr(key)
+
+
+_null = st.one_of(st.none(), st.just(float("nan")))
+
+
+@given(st.lists(st.tuples(st.one_of(st.sampled_from(["a", "b", "c", "d"]), _null, st.integers(0, 2)),
                           st.integers(0, 30)), min_size=1, max_size=40),
-       st.lists(st.one_of(st.sampled_from(["a", "b", "e"]), st.none(), st.integers(0, 3)), max_size=8))
+       st.lists(st.one_of(st.sampled_from(["a", "b", "e"]), _null, st.integers(0, 3)), max_size=8))
 def test_totals_of_some_keys_are_those_of_all_keys_picked_in_table_order(messages, wanted):
     table = KeyedTable(Sum(), 10)
     keys, stamps = zip(*messages)
     table.update(np.array(keys, dtype=object), np.array(stamps, dtype=np.int64), [1] * len(keys))
     all_keys, all_values = table.totals()
-    index = {repr(k): i for i, k in enumerate(all_keys.tolist())}
-    expected = [i for i in range(len(all_keys)) if repr(all_keys[i]) in {repr(w) for w in wanted}]
+    index = {_key_id(k): i for i, k in enumerate(all_keys.tolist())}
+    expected = [i for i in range(len(all_keys)) if _key_id(all_keys[i]) in {_key_id(w) for w in wanted}]
     found, values = table.totals(np.array(wanted, dtype=object))
     assert [repr(k) for k in found.tolist()] == [repr(all_keys[i]) for i in expected]
-    assert values.tolist() == [all_values[index[repr(k)]] for k in found.tolist()]
+    assert values.tolist() == [all_values[index[_key_id(k)]] for k in found.tolist()]
+
+
+def test_totals_of_none_and_nan_are_those_of_the_one_null_key():
+    table = table_of()
+    apply(table, [("a", 10, 1), (None, 20, 2), ("b", 30, 4), (float("nan"), 40, 8)])
+    assert totals(table, [None, float("nan")]) == {None: 10}
+    assert totals(table, [float("nan"), None, "b"]) == {None: 10, "b": 4}
