@@ -48,11 +48,10 @@ class SessionTable(KeyedTable):
         self.gap_ms = window.gap_ms
         self.times = np.empty(0, dtype=np.int64)
 
-    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> None:
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
         """Adds each message as a segment of its own, then joins the segments of one key
-        and one checkpoint interval that chain."""
-        if not len(keys):
-            return
+        and one checkpoint interval that chain. Returns the keys touched."""
+        table_rows = len(self.keys)
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
         key_codes, _ = factorize_keys(keys)
@@ -61,10 +60,14 @@ class SessionTable(KeyedTable):
             np.concatenate([self.values, column]),
         )
         self.keys, self.buckets = keys[order][first], starts[order][first]
+        # The segments are sorted by key code first, so their codes, rising, are numbered
+        # by first appearance.
+        self._codes = key_codes[order][first]
+        return self._distinct_keys(keys, key_codes, table_rows)
 
     def sessions(self) -> tuple[WindowResults, np.ndarray]:
         """Every session of the table, by key and start, and the index of each row's session."""
-        key_codes, _ = factorize_keys(self.keys)
+        key_codes = self._key_codes()
         order, session, first, values, lasts = self._fold_chains((key_codes,), self.buckets, self.times, self.values)
         of_row = np.empty(len(order), dtype=np.int64)
         of_row[order] = session

@@ -43,6 +43,14 @@ settings, then fills a new table that the caller chose for those settings
 
 Every operation replaces the columns with new arrays and never writes into them, so
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
+
+Hashing the keys is most of a batch's cost, so the table hashes them about once per
+batch: an update factorizes the table's keys with the batch's (``factorize_keys``), and
+the table keeps the key codes it gets (``_codes``, one per row). Folding rows, reading
+totals, sealing and expiring work on those codes; an operation that drops or reorders
+rows renumbers them as integers. Codes follow the rule of the columns: replaced, never
+written into. They are not encoded: decoded bytes start without codes, computed when
+first needed.
 """
 
 from __future__ import annotations
@@ -160,6 +168,9 @@ class KeyedTable:
         self.values = monoid.zeros(0)
         #: The newest message time of each row, only with a ``ttl_ms``.
         self.times = None if ttl_ms is None else np.empty(0, dtype=np.int64)
+        #: ``factorize_keys(self.keys)[0]`` (key codes numbered by first appearance), or
+        #: None until needed (``_key_codes``).
+        self._codes = np.empty(0, dtype=np.intp)
         #: Time of the last checkpoint taken or recovered (0: none yet).
         self.checkpoint_ms = 0
         #: Watermark up to which closed windows have been emitted.
@@ -186,7 +197,8 @@ class KeyedTable:
         return self.update(frame["key"].to_numpy(), frame["timestamp"].to_numpy(), frame["value"].to_numpy())
 
     def update(self, keys: np.ndarray, timestamps_ms: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Applies messages given as aligned arrays; returns the keys touched.
+        """Applies messages given as aligned arrays; returns the keys touched, once each
+        in order of appearance, as the table holds them (None and NaN are one key).
 
         ``values`` are monoid values (a column or any sequence ``monoid.column``
         accepts). A bad value raises before anything is applied. Late messages are
@@ -216,13 +228,24 @@ class KeyedTable:
         if self.ttl_ms is not None and len(keys):
             fresh = self._restart(keys, timestamps_ms)
             keys, timestamps_ms, column = keys[fresh], timestamps_ms[fresh], column[fresh]
-        self._add(keys, timestamps_ms, column)
+        touched = self._add(keys, timestamps_ms, column) if len(keys) else np.empty(0, dtype=object)
         self.late_count += late
-        return pd.unique(keys)
+        return touched
 
-    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> None:
-        """Folds messages that are not late into the table."""
-        self._merge(keys, timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
+        """Folds messages that are not late (at least one) into the table: adds their rows
+        and folds rows of equal (key, bucket), older rows first. Returns the keys touched."""
+        table_rows = len(self.keys)
+        all_keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
+        codes, _ = factorize_keys(all_keys)
+        self._replace_rows(
+            all_keys,
+            codes,
+            np.concatenate([self.buckets, timestamps_ms // self.bucket_ms * self.bucket_ms]),
+            np.concatenate([self.values, column]),
+            None if self.times is None else np.concatenate([self.times, timestamps_ms]),
+        )
+        return self._distinct_keys(all_keys, codes, table_rows)
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
         """Starts from ``zero()`` each key that a message of the batch restarts: one more
@@ -255,28 +278,47 @@ class KeyedTable:
         fresh[order] = np.arange(len(codes)) >= last_restart[codes]
         return fresh
 
-    def _merge(self, keys: np.ndarray, buckets: np.ndarray, column: np.ndarray, times: np.ndarray) -> None:
-        """Adds rows (``times``: each one's newest message time) and folds rows of equal
-        (key, bucket), older rows first."""
-        if not len(keys):
-            return
-        all_keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
-        all_buckets = np.concatenate([self.buckets, buckets])
-        all_values = np.concatenate([self.values, column])
-        key_codes, unique_keys = factorize_keys(all_keys)
-        bucket_codes, unique_buckets = pd.factorize(all_buckets)
-        pair_codes, _ = pd.factorize(key_codes.astype(np.int64) * len(unique_buckets) + bucket_codes)
+    @staticmethod
+    def _distinct_keys(keys: np.ndarray, codes: np.ndarray, start: int) -> np.ndarray:
+        """The keys of the rows from ``start`` on, once each in order of appearance, as
+        ``keys`` first holds them; ``codes`` are ``factorize_keys(keys)[0]``, so no key is
+        hashed again."""
+        return keys[_first_rows(codes)[pd.unique(codes[start:])]]
+
+    def _replace_rows(self, keys: np.ndarray, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray,
+                      times: np.ndarray | None) -> None:
+        """Replaces the table's rows with the given ones, rows of equal (key, bucket)
+        folded into one, older rows first; ``codes`` are ``factorize_keys(keys)[0]``.
+        ``times`` are the rows' newest message times (None for a table without them)."""
+        bucket_codes, unique_buckets = pd.factorize(buckets)
+        pair_codes, _ = pd.factorize(codes.astype(np.int64) * len(unique_buckets) + bucket_codes)
         first = _first_rows(pair_codes)
-        self.values = self.monoid.reduce_by_key(pair_codes, len(first), all_values)
-        self.keys = all_keys[first]
-        self.buckets = all_buckets[first]
-        if self.times is not None:
+        self.values = self.monoid.reduce_by_key(pair_codes, len(first), values)
+        self.keys = keys[first]
+        self.buckets = buckets[first]
+        # Each key's first row is the first row of one of its pairs, and the first rows
+        # keep their order: the codes stay numbered by first appearance.
+        self._codes = codes[first]
+        if times is not None:
             newest = np.full(len(first), np.iinfo(np.int64).min)
-            np.maximum.at(newest, pair_codes, np.concatenate([self.times, times]))
+            np.maximum.at(newest, pair_codes, times)
             self.times = newest
         if not self.monoid.commutative:
             # Folding a key's buckets in time order is what a non-commutative monoid needs.
             self._keep(np.argsort(self.buckets, kind="stable"))
+
+    def _key_codes(self) -> np.ndarray:
+        """``factorize_keys(self.keys)[0]``, kept until the keys change."""
+        if self._codes is None:
+            self._codes, _ = factorize_keys(self.keys)
+        return self._codes
+
+    def _codes_of(self, rows: np.ndarray) -> np.ndarray:
+        """``factorize_keys(self.keys[rows])[0]``: without hashing a key when the table
+        has its codes."""
+        if self._codes is None:
+            return factorize_keys(self.keys[rows])[0]
+        return pd.factorize(self._codes[rows])[0]
 
     # -- reading -------------------------------------------------------------------
 
@@ -284,7 +326,7 @@ class KeyedTable:
         """``(keys, values)``: each key's fold over all its rows (only ``keys``, if given),
         in the order the table first holds the keys."""
         if keys is None:
-            return self._fold_per_key(np.ones(len(self.keys), dtype=bool))
+            return self._fold_per_key(slice(None), self._key_codes())
         # One factorization of the wanted keys and the table's: the wanted ones come first,
         # so theirs are the codes below their number (None and NaN are one of them).
         wanted = np.asarray(keys, dtype=object)
@@ -292,15 +334,17 @@ class KeyedTable:
         table_codes = codes[len(wanted):]
         rows = table_codes < (codes[:len(wanted)].max() + 1 if len(wanted) else 0)
         picked, _ = pd.factorize(table_codes[rows])  # integers: renumbered in table order
-        first = _first_rows(picked)
-        keys = self.keys[rows][first].astype(object, copy=False)
-        return keys, self.monoid.reduce_by_key(picked, len(first), self.values[rows])
+        return self._fold_per_key(rows, picked)
 
-    def _fold_per_key(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        keys = self.keys[rows]
-        codes, _ = factorize_keys(keys)
+    def _fold_per_key(
+        self, rows: np.ndarray | slice, codes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, values)``: each key's fold over ``rows``, in the order the rows hold the
+        keys; ``codes`` are the rows' key codes numbered by first appearance, if known."""
+        codes = self._codes_of(rows) if codes is None else codes
         first = _first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
-        return keys[first].astype(object, copy=False), self.monoid.reduce_by_key(codes, len(first), self.values[rows])
+        keys = self.keys[rows][first].astype(object, copy=False)
+        return keys, self.monoid.reduce_by_key(codes, len(first), self.values[rows])
 
     def get(self, key) -> object:
         """The fold of one key's rows (``zero()`` for an unknown key)."""
@@ -375,11 +419,12 @@ class KeyedTable:
         if not stale.any():
             return 0
         # A key expires when all its rows are stale.
-        codes, unique_keys = factorize_keys(self.keys)
-        fresh = np.zeros(len(unique_keys), dtype=bool)
+        codes = self._key_codes()
+        n_keys = int(codes.max()) + 1
+        fresh = np.zeros(n_keys, dtype=bool)
         fresh[codes[~stale]] = True
         self._keep(fresh[codes])
-        return int(len(unique_keys) - fresh.sum())
+        return int(n_keys - fresh.sum())
 
     def seal(self, timestamp_ms: int) -> None:
         """What ``checkpoint`` does to the table, without encoding it: folds the rows
@@ -397,22 +442,16 @@ class KeyedTable:
     def _seal(self, timestamp_ms: int) -> None:
         """Folds or prunes the rows a checkpoint at ``timestamp_ms`` lets go."""
         if self.window is None:
-            before = self.buckets < timestamp_ms
-            self.buckets = np.where(before, COMMITTED, self.buckets)
-            self._refold()
+            buckets = np.where(self.buckets < timestamp_ms, COMMITTED, self.buckets)
+            self._replace_rows(self.keys, self._key_codes(), buckets, self.values, self.times)
         else:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
 
-    def _refold(self) -> None:
-        """Folds rows that share (key, bucket) after buckets were rewritten."""
-        keys, buckets, values, times = self.keys, self.buckets, self.values, self.times
-        self.keys, self.buckets, self.values = np.empty(0, object), np.empty(0, np.int64), self.monoid.zeros(0)
-        if times is not None:
-            self.times = np.empty(0, np.int64)
-        self._merge(keys, buckets, values, times)
-
     def _keep(self, rows: np.ndarray) -> None:
+        """Keeps ``rows`` (a mask or indices), in their order."""
+        if self._codes is not None:
+            self._codes = self._codes_of(rows)
         self.keys, self.buckets, self.values = self.keys[rows], self.buckets[rows], self.values[rows]
         if self.times is not None:
             self.times = self.times[rows]
@@ -438,6 +477,7 @@ class KeyedTable:
         self.values = np.concatenate([self.values, other.values])
         if self.times is not None:
             self.times = np.concatenate([self.times, other.times])
+        self._codes = None
         self.late_count += other.late_count
 
     def recover(self, timestamp_ms: int, data: bytes) -> None:
@@ -450,7 +490,7 @@ class KeyedTable:
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
             )
         self.keys, self.buckets, self.values = restored.keys, restored.buckets, restored.values
-        self.times = restored.times
+        self.times, self._codes = restored.times, restored._codes
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms
 
     # -- encoding ------------------------------------------------------------------
@@ -560,5 +600,6 @@ class TableBytes:
                 )
             if len(table.times) != len(table.keys):
                 raise CorruptCheckpointError(f"{what}: columns differ in length")
+        table._codes = None
         table.checkpoint_ms, table.emitted_ms, table.late_count = checkpoint_ms, emitted_ms, late_count
         return table

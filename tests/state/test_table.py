@@ -915,3 +915,118 @@ def test_totals_of_none_and_nan_are_those_of_the_one_null_key():
     apply(table, [("a", 10, 1), (None, 20, 2), ("b", 30, 4), (float("nan"), 40, 8)])
     assert totals(table, [None, float("nan")]) == {None: 10}
     assert totals(table, [float("nan"), None, "b"]) == {None: 10, "b": 4}
+
+
+# -- key codes kept with the table ---------------------------------------------------
+
+
+def _twin_without_codes(table: KeyedTable) -> KeyedTable:
+    """The same table, made to hash its keys for whatever it does next."""
+    twin = table.copy()
+    twin._codes = None
+    return twin
+
+
+def _twin_decoded(table: KeyedTable) -> KeyedTable:
+    return decode_table(table.encode(), table.monoid, table.interval_ms, table.window, ttl_ms=table.ttl_ms)
+
+
+def _tables():
+    from state.tables import table_for
+    from state.window import SessionWindow
+
+    return {
+        "sum": lambda: KeyedTable(Sum(), INTERVAL),
+        "ttl": lambda: KeyedTable(Sum(), INTERVAL, ttl_ms=250),
+        "concat": lambda: KeyedTable(Concat(), INTERVAL),
+        "concat-ttl": lambda: KeyedTable(Concat(), INTERVAL, ttl_ms=150),
+        "window": lambda: KeyedTable(Concat(), INTERVAL, Window(300, 100)),
+        "sessions": lambda: table_for(Sum(), INTERVAL, SessionWindow(120)),
+    }
+
+
+def _assert_codes_are_the_keys(table: KeyedTable):
+    if table._codes is not None:
+        np.testing.assert_array_equal(table._codes, factorize_keys(table.keys)[0])
+
+
+def _same(a, b):
+    """Equal results of two tables: arrays element by element (keys by repr), else ==."""
+    if isinstance(a, tuple):
+        assert len(a) == len(b) and all(_same(x, y) is None for x, y in zip(a, b))
+    elif isinstance(a, np.ndarray):
+        assert [repr(x) for x in a.tolist()] == [repr(y) for y in b.tolist()]
+    else:
+        assert a == b
+
+
+def test_moved_keys_keep_the_codes_of_their_keys():
+    source, target = KeyedTable(Sum(), INTERVAL), KeyedTable(Sum(), INTERVAL)
+    source.update(np.array(["a", None, "b", "c", float("nan"), "a"], dtype=object), np.arange(6), [1] * 6)
+    target.update(np.array(["x", "y", "x"], dtype=object), np.arange(3), [1] * 3)
+    part = source.only(np.array([None, "c"], dtype=object))
+    _assert_codes_are_the_keys(part)
+    assert totals(part) == {None: 2, "c": 1}
+    target.absorb(part)
+    _assert_codes_are_the_keys(target)
+    assert totals(target) == {"x": 2, "y": 1, None: 2, "c": 1}
+
+
+_operations = st.lists(
+    st.tuples(
+        st.sampled_from(["update", "undo", "watermark", "checkpoint", "expire", "close", "recover", "totals"]),
+        st.lists(st.tuples(st.integers(0, 5), st.integers(-30, 120)), max_size=12),
+        st.integers(0, 150),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(_tables())), st.sampled_from(["str", "int", "decoded"]), _operations)
+def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind, keys, operations):
+    """After any operations, a table's codes are those of its keys, and each operation
+    gives what it gives on a table that hashes its keys anew (one decoded from bytes, or
+    a copy without codes), also for None and NaN keys."""
+    table = _tables()[kind]()
+    pool = {"str": ["a", "b", "c", None, "d", "e"], "int": [0, 1, float("nan"), None, 2, 3]}.get(keys, list("abcdef"))
+    twin_of = _twin_decoded if keys == "decoded" else _twin_without_codes
+    value = (lambda i: (i,)) if isinstance(table.monoid, Concat) else int
+    clock, checkpoints = 0, []
+
+    def batch(messages):
+        stamps = np.array([max(clock + dt, 0) for _, dt in messages], dtype=np.int64)
+        return np.array([pool[k] for k, _ in messages], dtype=object), stamps, [value(i) for i in range(len(messages))]
+
+    for name, messages, step in operations:
+        twin, out, twin_out = twin_of(table), None, None
+        if name == "update":
+            keys_, stamps, values = batch(messages)
+            out, twin_out = table.update(keys_, stamps, values), twin.update(keys_, stamps, values)
+        elif name == "undo":
+            snapshot, before = table.copy(), table.encode()
+            table.update(*batch(messages))
+            table = snapshot
+            assert table.encode() == before
+        elif name == "watermark":
+            clock += step
+        elif name == "checkpoint" and table.due_checkpoint(clock) is not None:
+            due = table.due_checkpoint(clock)
+            out, twin_out = table.checkpoint(due), twin.checkpoint(due)
+            checkpoints.append((due, out))
+        elif name == "expire":
+            out, twin_out = table.expire(clock), twin.expire(clock)
+        elif name == "close" and table.window is not None:
+            out, twin_out = table.close_windows(clock), twin.close_windows(clock)
+            out, twin_out = (out.keys, out.starts_ms, out.values), (twin_out.keys, twin_out.starts_ms, twin_out.values)
+        elif name == "recover" and checkpoints:
+            at, data = checkpoints[-1]
+            table.recover(at, data)
+            twin.recover(at, data)
+            clock = max(clock, at)
+        elif name == "totals":
+            out, twin_out = table.totals(), twin.totals()
+        _same(out, twin_out)
+        _assert_codes_are_the_keys(table)
+        _assert_codes_are_the_keys(twin)
+        assert table.encode() == twin.encode()
