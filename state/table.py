@@ -49,8 +49,10 @@ batch: an update factorizes the table's keys with the batch's (``factorize_keys`
 the table keeps the key codes it gets (``_codes``, one per row). Folding rows, reading
 totals, sealing and expiring work on those codes; an operation that drops or reorders
 rows renumbers them as integers. Codes follow the rule of the columns: replaced, never
-written into. They are not encoded: decoded bytes start without codes, computed when
-first needed.
+written into. Without a window the table also marks the rows that updates folded
+messages into (``_touched``), so the totals of the keys a batch touched
+(``take_touched_totals``) need no key hashed either. Neither is encoded: decoded bytes
+start without codes (computed when first needed) and with nothing touched.
 """
 
 from __future__ import annotations
@@ -171,6 +173,9 @@ class KeyedTable:
         #: ``factorize_keys(self.keys)[0]`` (key codes numbered by first appearance), or
         #: None until needed (``_key_codes``).
         self._codes = np.empty(0, dtype=np.intp)
+        #: Without a window, whether an update folded a message into each row since the
+        #: last ``take_touched_totals``.
+        self._touched = None if window is not None else np.empty(0, dtype=bool)
         #: Time of the last checkpoint taken or recovered (0: none yet).
         self.checkpoint_ms = 0
         #: Watermark up to which closed windows have been emitted.
@@ -244,6 +249,7 @@ class KeyedTable:
             np.concatenate([self.buckets, timestamps_ms // self.bucket_ms * self.bucket_ms]),
             np.concatenate([self.values, column]),
             None if self.times is None else np.concatenate([self.times, timestamps_ms]),
+            None if self._touched is None else np.concatenate([self._touched, np.ones(len(keys), dtype=bool)]),
         )
         return self._distinct_keys(all_keys, codes, table_rows)
 
@@ -286,10 +292,10 @@ class KeyedTable:
         return keys[_first_rows(codes)[pd.unique(codes[start:])]]
 
     def _replace_rows(self, keys: np.ndarray, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray,
-                      times: np.ndarray | None) -> None:
+                      times: np.ndarray | None, touched: np.ndarray | None) -> None:
         """Replaces the table's rows with the given ones, rows of equal (key, bucket)
         folded into one, older rows first; ``codes`` are ``factorize_keys(keys)[0]``.
-        ``times`` are the rows' newest message times (None for a table without them)."""
+        ``times`` and ``touched`` are the rows' columns (None for a table without them)."""
         bucket_codes, unique_buckets = pd.factorize(buckets)
         pair_codes, _ = pd.factorize(codes.astype(np.int64) * len(unique_buckets) + bucket_codes)
         first = _first_rows(pair_codes)
@@ -303,6 +309,10 @@ class KeyedTable:
             newest = np.full(len(first), np.iinfo(np.int64).min)
             np.maximum.at(newest, pair_codes, times)
             self.times = newest
+        if touched is not None:
+            pairs_touched = np.zeros(len(first), dtype=bool)
+            pairs_touched[pair_codes[touched]] = True
+            self._touched = pairs_touched
         if not self.monoid.commutative:
             # Folding a key's buckets in time order is what a non-commutative monoid needs.
             self._keep(np.argsort(self.buckets, kind="stable"))
@@ -334,6 +344,22 @@ class KeyedTable:
         table_codes = codes[len(wanted):]
         rows = table_codes < (codes[:len(wanted)].max() + 1 if len(wanted) else 0)
         picked, _ = pd.factorize(table_codes[rows])  # integers: renumbered in table order
+        return self._fold_per_key(rows, picked)
+
+    def take_touched_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """``totals`` of the keys that updates applied messages to since the last call (or
+        since the table was made or decoded); the next call starts from none. Only for a
+        table without a window."""
+        if self._touched is None:
+            raise StateValueError("a table with a window keeps no touched keys: its results are its windows")
+        codes = self._key_codes()
+        wanted = np.zeros(len(codes), dtype=bool)  # codes are below the number of rows
+        wanted[codes[self._touched]] = True
+        rows = wanted[codes]
+        # Every row of a wanted key is picked, so the codes, renumbered in their order,
+        # stay numbered by first appearance.
+        picked = (np.cumsum(wanted) - 1)[codes[rows]]
+        self._touched = np.zeros(len(self.keys), dtype=bool)
         return self._fold_per_key(rows, picked)
 
     def _fold_per_key(
@@ -443,7 +469,7 @@ class KeyedTable:
         """Folds or prunes the rows a checkpoint at ``timestamp_ms`` lets go."""
         if self.window is None:
             buckets = np.where(self.buckets < timestamp_ms, COMMITTED, self.buckets)
-            self._replace_rows(self.keys, self._key_codes(), buckets, self.values, self.times)
+            self._replace_rows(self.keys, self._key_codes(), buckets, self.values, self.times, self._touched)
         else:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
@@ -455,6 +481,8 @@ class KeyedTable:
         self.keys, self.buckets, self.values = self.keys[rows], self.buckets[rows], self.values[rows]
         if self.times is not None:
             self.times = self.times[rows]
+        if self._touched is not None:
+            self._touched = self._touched[rows]
 
     def only(self, keys: np.ndarray) -> KeyedTable:
         """A copy holding only the rows of ``keys`` (for moving keys to other tables); its
@@ -478,6 +506,9 @@ class KeyedTable:
         if self.times is not None:
             self.times = np.concatenate([self.times, other.times])
         self._codes = None
+        if self._touched is not None:
+            # Moved rows, not updated ones.
+            self._touched = np.concatenate([self._touched, np.zeros(len(other.keys), dtype=bool)])
         self.late_count += other.late_count
 
     def recover(self, timestamp_ms: int, data: bytes) -> None:
@@ -490,7 +521,7 @@ class KeyedTable:
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
             )
         self.keys, self.buckets, self.values = restored.keys, restored.buckets, restored.values
-        self.times, self._codes = restored.times, restored._codes
+        self.times, self._codes, self._touched = restored.times, restored._codes, restored._touched
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms
 
     # -- encoding ------------------------------------------------------------------
@@ -601,5 +632,7 @@ class TableBytes:
             if len(table.times) != len(table.keys):
                 raise CorruptCheckpointError(f"{what}: columns differ in length")
         table._codes = None
+        if table._touched is not None:
+            table._touched = np.zeros(len(table.keys), dtype=bool)
         table.checkpoint_ms, table.emitted_ms, table.late_count = checkpoint_ms, emitted_ms, late_count
         return table

@@ -221,7 +221,6 @@ class KeyGroup:
         #: Messages before this time are inside the restored checkpoint: dropped, not applied.
         self.floor_ms = floor_ms
         self.table = spec.build(interval_ms, checkpoint_ms=floor_ms) if table is None else table
-        self._touched: list[np.ndarray] = []
 
     # -- construction --------------------------------------------------------------
 
@@ -252,8 +251,9 @@ class KeyGroup:
     # -- processing ----------------------------------------------------------------
 
     def apply_values(self, keys: np.ndarray, timestamps_ms: np.ndarray, values) -> None:
-        """Applies monoid values to the table (used by both task forms)."""
-        self._touched.append(self.table.update(keys, timestamps_ms, values))
+        """Applies monoid values to the table (used by both task forms); the table marks
+        the keys touched, whose totals are the results (``KeyedTable.take_touched_totals``)."""
+        self.table.update(keys, timestamps_ms, values)
 
     def apply(
         self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0
@@ -293,7 +293,7 @@ class KeyGroup:
         if not len(messages):
             return Applied(0, replayed, late, bad)
         late_before = self.table.late_count
-        table, touched = self.table.copy(), len(self._touched)
+        table = self.table.copy()
         try:
             if self.task.vectorized:
                 refused = self._apply_batch(messages, bad_records)
@@ -301,7 +301,6 @@ class KeyGroup:
                 refused = self._apply_messages(messages, bad_records)
         except BaseException:
             self.table = table
-            del self._touched[touched:]
             raise
         late_updates = self.table.late_count - late_before
         return Applied(len(messages) - len(refused) - late_updates, replayed, late, bad + refused, late_updates)
@@ -457,13 +456,10 @@ class KeyGroup:
 
     def _results(self, watermark_ms: int) -> pd.DataFrame:
         if self.window is not None:
-            self._touched = []
             closed = self.table.close_windows(watermark_ms)
             keys, starts, ends, values = closed.keys, closed.starts_ms, closed.ends_ms, closed.values
         else:
-            touched = pd.unique(np.concatenate(self._touched)) if self._touched else np.empty(0, object)
-            self._touched = []
-            keys, values = self.table.totals(touched) if len(touched) else (np.empty(0, object), self.monoid.zeros(0))
+            keys, values = self.table.take_touched_totals()
             starts = ends = np.full(len(keys), -1, dtype=np.int64)
         return pd.DataFrame(
             {

@@ -229,3 +229,17 @@ def test_a_job_takes_the_mode_by_name_and_refuses_others(tmp_path):
         job(late_records="keep")
     with pytest.raises(ConfigError, match="max_event_time_skew_ms must be >= 0, got -1"):
         job(max_event_time_skew_ms=-1)
+
+
+@pytest.mark.parametrize("task", [ParseSum(), ParseSumPerMessage()], ids=type)
+def test_the_results_are_of_the_keys_applied_not_of_a_failed_batch_nor_of_bad_records(task):
+    def frame(messages):
+        return pd.DataFrame(messages, columns=["key", "timestamp", "value"])
+
+    group = KeyGroup(task, 100)
+    with pytest.raises(BadRecordError):
+        group.apply(frame([("a", 1, "5"), ("c", 2, "x")]))
+    group.apply(frame([("b", 3, "7"), ("d", 4, "x"), ("b", 5, "1")]), BadRecords.DEAD_LETTER)
+    results, _ = group.advance(50)
+    assert dict(zip(results["key"], results["value"])) == {"b": 8}
+    assert group.advance(60)[0].empty

@@ -948,6 +948,8 @@ def _tables():
 def _assert_codes_are_the_keys(table: KeyedTable):
     if table._codes is not None:
         np.testing.assert_array_equal(table._codes, factorize_keys(table.keys)[0])
+    if table._touched is not None:
+        assert len(table._touched) == len(table.keys)
 
 
 def _same(a, b):
@@ -970,11 +972,12 @@ def test_moved_keys_keep_the_codes_of_their_keys():
     target.absorb(part)
     _assert_codes_are_the_keys(target)
     assert totals(target) == {"x": 2, "y": 1, None: 2, "c": 1}
+    assert target.take_touched_totals()[0].tolist() == ["x", "y"]  # moved, not updated
 
 
 _operations = st.lists(
     st.tuples(
-        st.sampled_from(["update", "undo", "watermark", "checkpoint", "expire", "close", "recover", "totals"]),
+        st.sampled_from(["update", "undo", "watermark", "checkpoint", "expire", "close", "take", "recover", "totals"]),
         st.lists(st.tuples(st.integers(0, 5), st.integers(-30, 120)), max_size=12),
         st.integers(0, 150),
     ),
@@ -987,12 +990,13 @@ _operations = st.lists(
 def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind, keys, operations):
     """After any operations, a table's codes are those of its keys, and each operation
     gives what it gives on a table that hashes its keys anew (one decoded from bytes, or
-    a copy without codes), also for None and NaN keys."""
+    a copy without codes), also for None and NaN keys. The totals of the touched keys are
+    those of the keys of the messages on time since the last call."""
     table = _tables()[kind]()
     pool = {"str": ["a", "b", "c", None, "d", "e"], "int": [0, 1, float("nan"), None, 2, 3]}.get(keys, list("abcdef"))
     twin_of = _twin_decoded if keys == "decoded" else _twin_without_codes
     value = (lambda i: (i,)) if isinstance(table.monoid, Concat) else int
-    clock, checkpoints = 0, []
+    clock, touched, checkpoints = 0, {}, []
 
     def batch(messages):
         stamps = np.array([max(clock + dt, 0) for _, dt in messages], dtype=np.int64)
@@ -1002,6 +1006,9 @@ def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind,
         twin, out, twin_out = twin_of(table), None, None
         if name == "update":
             keys_, stamps, values = batch(messages)
+            for key, stamp in zip(keys_.tolist(), stamps.tolist()):
+                if stamp >= table.sealed_ms:
+                    touched.setdefault(_key_id(key), key)
             out, twin_out = table.update(keys_, stamps, values), twin.update(keys_, stamps, values)
         elif name == "undo":
             snapshot, before = table.copy(), table.encode()
@@ -1019,11 +1026,15 @@ def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind,
         elif name == "close" and table.window is not None:
             out, twin_out = table.close_windows(clock), twin.close_windows(clock)
             out, twin_out = (out.keys, out.starts_ms, out.values), (twin_out.keys, twin_out.starts_ms, twin_out.values)
+        elif name == "take" and table.window is None:
+            out = table.take_touched_totals()
+            twin_out = twin.totals(np.array(list(touched.values()), dtype=object))
+            touched = {}
         elif name == "recover" and checkpoints:
             at, data = checkpoints[-1]
             table.recover(at, data)
             twin.recover(at, data)
-            clock = max(clock, at)
+            touched, clock = {}, max(clock, at)
         elif name == "totals":
             out, twin_out = table.totals(), twin.totals()
         _same(out, twin_out)
