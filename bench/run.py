@@ -45,7 +45,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--events", type=int, default=800_000, help="events per data set (default %(default)s)")
+    p.add_argument("--events", type=int, default=1_600_000, help="events per data set (default %(default)s)")
     p.add_argument("--keys", default="1000,100000,1000000", help="distinct key counts, comma-separated")
     p.add_argument("--skewed-keys", default="100000",
                    help=f"key counts that also run with skewed keys ({', '.join(SKEWED)}); empty for none")
@@ -56,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
     p.add_argument("--repeats", type=int, default=2,
-                   help="runs of vectorized and no-checkpoints, taking turns, whose batches are pooled: "
+                   help="runs of native, vectorized and no-checkpoints, taking turns, whose batches are pooled: "
                         "their ratio is the cost of checkpoints, smaller than the machine's noise (default %(default)s)")
     p.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
     p.add_argument("--out", default="bench/results", help="directory for results.json and the plots")
@@ -233,20 +233,25 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                 for name in NAMES:
                     if name not in spark_names or (dataset.distribution != "uniform" and name not in SKEWED):
                         continue
+                    if name == "native" and "vectorized" in spark_names:
+                        continue  # it takes turns with vectorized, below
                     if name in single:
                         record(single[name](dataset))
                     elif name == "vectorized":
-                        # With checkpoints and without, taking turns, so that neither
-                        # gets the machine's quieter moments more often.
-                        on, off = [], []
+                        # Native, vectorized with checkpoints and without take turns, so that
+                        # none of them gets the machine's quieter moments (or a JIT compiler
+                        # further on) more often.
+                        native, on, off = [], [], []
                         for _ in range(args.repeats):
+                            if "native" in spark_names:
+                                native.append(runs.native(dataset))
                             if "no-checkpoints" in spark_names and dataset.distribution == "uniform":
                                 off.append(runs.vectorized(dataset, "no-checkpoints", checkpoints=False)[0])
                             result, job = runs.vectorized(dataset)
                             on.append(result)
-                        record(pool(on))
-                        if off:
-                            record(pool(off))
+                        for taken in (native, on, off):
+                            if taken:
+                                record(pool(taken))
                     elif name == "no-checkpoints" and "vectorized" not in spark_names:
                         record(pool([runs.vectorized(dataset, name, checkpoints=False)[0]
                                      for _ in range(args.repeats)]))
