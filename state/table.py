@@ -337,14 +337,14 @@ class KeyedTable:
         in the order the table first holds the keys."""
         if keys is None:
             return self._fold_per_key(slice(None), self._key_codes())
-        # One factorization of the wanted keys and the table's: the wanted ones come first,
-        # so theirs are the codes below their number (None and NaN are one of them).
-        wanted = np.asarray(keys, dtype=object)
-        codes, _ = factorize_keys(np.concatenate([wanted, self.keys]))
-        table_codes = codes[len(wanted):]
-        rows = table_codes < (codes[:len(wanted)].max() + 1 if len(wanted) else 0)
-        picked, _ = pd.factorize(table_codes[rows])  # integers: renumbered in table order
-        return self._fold_per_key(rows, picked)
+        return self._fold_per_key(self._rows_of(np.asarray(keys, dtype=object)))
+
+    def _rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """Which rows hold one of ``keys``, a null key (None, NaN) being one key as in
+        ``factorize_keys``: one factorization of the keys and the table's, the wanted ones
+        first, so theirs are the codes below their number."""
+        codes, _ = factorize_keys(np.concatenate([keys, self.keys]))
+        return codes[len(keys):] < (codes[:len(keys)].max() + 1 if len(keys) else 0)
 
     def take_touched_totals(self) -> tuple[np.ndarray, np.ndarray]:
         """``totals`` of the keys that updates applied messages to since the last call (or
@@ -374,7 +374,9 @@ class KeyedTable:
 
     def get(self, key) -> object:
         """The fold of one key's rows (``zero()`` for an unknown key)."""
-        keys, values = self._fold_per_key(self.keys == key)
+        one = np.empty(1, dtype=object)
+        one[0] = key
+        keys, values = self._fold_per_key(self._rows_of(one))
         return self.monoid.values(values)[0] if len(keys) else self.monoid.zero()
 
     # -- windows -------------------------------------------------------------------
@@ -488,7 +490,7 @@ class KeyedTable:
         """A copy holding only the rows of ``keys`` (for moving keys to other tables); its
         late count starts at 0, since the messages refused were this table's."""
         table = self.copy()
-        table._keep(np.isin(self.keys, keys))
+        table._keep(self._rows_of(np.asarray(keys, dtype=object)))
         table.late_count = 0
         return table
 

@@ -1041,3 +1041,18 @@ def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind,
         _assert_codes_are_the_keys(table)
         _assert_codes_are_the_keys(twin)
         assert table.encode() == twin.encode()
+
+
+def test_a_null_key_is_one_key_to_get_and_only_whether_none_or_nan():
+    """``factorize_keys`` makes None and NaN one key, in different buckets too; so do
+    reading one key and moving keys (a rescale moves a numeric key's null as NaN)."""
+    table = KeyedTable(Sum(), 100)
+    table.update(np.array([None, "a"], dtype=object), np.array([0, 10]), np.array([1, 1]))
+    table.update(np.array([float("nan")], dtype=object), np.array([150]), np.array([1]))
+    assert len(table) == 3  # (None, 0), ("a", 0), (NaN, 100)
+    for null in (None, float("nan")):
+        assert table.get(null) == 2
+        moved = table.only(np.array([null], dtype=object))
+        assert dict(zip(*moved.totals())) == {None: 2}
+    assert dict(zip(*table.only(np.array(["a", "b"], dtype=object)).totals())) == {"a": 1}
+    assert len(table.only(np.array([], dtype=object))) == 0
