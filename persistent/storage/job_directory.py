@@ -479,6 +479,11 @@ class JobDirectory:
         directory copied without its generation file starts after the sink's); path A
         refuses when the sink holds a newer generation than the one recorded, since
         which generation Spark's checkpoint belongs to cannot be told then.
+
+        A start with a new Spark checkpoint (fresh, path B) spreads the key groups over
+        ``min(key_groups, cores)`` state partitions (``Recovery.partitions``); path A keeps
+        the recorded ones, which Spark's checkpoint holds its state in, and is refused
+        without the generation file, since how Spark keys that state cannot be told then.
         """
         current = self.read_generation()
         recorded_state = current.state if current else None
@@ -520,7 +525,11 @@ class JobDirectory:
             )
         if same_checkpoint:
             if current is None:
-                return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, None, heartbeats=False)
+                raise RestartRefusedError(
+                    f"{self.root}: the generation file is missing, and with it how Spark's checkpoint {self.spark} "
+                    f"keys its state (by key group or by slot, persistent.runtime.layout) cannot be told. Delete "
+                    f"{self.spark} to restart from the clock (path B)"
+                )
             return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.partitions, current.generation,
                                current.floor_ms, current.restored, current.heartbeats)
         if record is None:

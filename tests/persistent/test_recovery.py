@@ -188,6 +188,7 @@ def test_a_copy_without_its_generation_file_refuses_another_number_of_key_groups
                                              r"key_groups=3 \(or without key_groups\)"):
             directory.plan(5, 8)
         assert not directory.fs.exists(directory.fs.join(directory.root, "generation"))
+    directory.fs.delete(directory.spark)
     assert directory.plan(3, 8).key_groups == 3
 
 
@@ -199,7 +200,21 @@ def test_spark_checkpoint_of_an_unknown_generation_is_refused(directory):
     with pytest.raises(ValueError, match=r"holds results of generation 2, but .* records generation 0 \(its "
                                          r"generation file is missing\).*Delete .*spark to restart from the clock"):
         directory.plan(2, sink_generation=2)
-    assert directory.plan(2, sink_generation=0).path is RecoveryPath.SAME_CHECKPOINT
+
+
+def test_spark_checkpoint_without_its_generation_file_is_refused_since_its_key_layout_is_unknown(directory):
+    """Which value Spark's state is keyed by (a group's number, or its slot) is recorded in
+    the generation file only: continuing without it could give a key group no state."""
+    directory.plan(8, cores=2)
+    checkpoint_all(directory, 1000, groups=range(8))
+    spark_has_a_query(directory)
+    directory.fs.delete(directory.fs.join(directory.root, "generation"))
+    with pytest.raises(ValueError, match=r"generation file is missing.*how Spark's checkpoint .* keys its state "
+                                         r".* cannot be told.*Delete .*spark to restart from the clock"):
+        directory.plan(8, cores=2, sink_generation=0)
+    assert not directory.fs.exists(directory.fs.join(directory.root, "generation"))
+    directory.fs.delete(directory.spark)
+    assert directory.plan(8, cores=2).path is RecoveryPath.FROM_CLOCK
 
 
 def test_a_new_spark_checkpoint_spreads_the_groups_over_the_cores_and_path_a_keeps_its_spread(directory):

@@ -86,6 +86,7 @@ def test_a_missing_clock_beside_its_history_stops_the_start_and_the_advised_rewi
 
 
 def test_a_corrupt_clock_stops_path_a_too_and_a_rewind_repairs_it(directory):
+    directory.plan(2)
     checkpoint_all(directory, 1000)
     checkpoint_all(directory, 2000)
     spark_has_a_query(directory)
