@@ -530,6 +530,12 @@ class JobDirectory:
                     f"keys its state (by key group or by slot, persistent.runtime.layout) cannot be told. Delete "
                     f"{self.spark} to restart from the clock (path B)"
                 )
+            if current.partitions is not None and not 1 <= current.partitions <= key_groups:
+                raise CorruptCheckpointError(
+                    f"{self._generation} is corrupt: its {current.partitions} partitions are not between 1 and its "
+                    f"{key_groups} key groups; delete it and {self.spark} to restart from the clock",
+                    self._generation,
+                )
             return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.partitions, current.generation,
                                current.floor_ms, current.restored, current.heartbeats)
         if record is None:

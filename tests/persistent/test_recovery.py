@@ -242,3 +242,14 @@ def test_a_spark_checkpoint_started_before_the_spread_stays_keyed_by_group_numbe
     assert directory.plan(2, cores=2).partitions is None
     directory.fs.delete(directory.spark)
     assert directory.plan(2, cores=2).partitions == 2
+
+
+@pytest.mark.parametrize("partitions", [0, -1, 3])
+def test_recorded_partitions_outside_the_key_groups_are_a_corrupt_generation_file(directory, partitions):
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
+                              f'{{"generation": 0, "floor_ms": 0, "key_groups": 2, "partitions": {partitions}}}'.encode())
+    spark_has_a_query(directory)
+    checkpoint_all(directory, 1000)
+    with pytest.raises(CorruptCheckpointError, match=rf"generation is corrupt: its {partitions} partitions are not "
+                                                     r"between 1 and its 2 key groups.*restart from the clock"):
+        directory.plan(2, cores=2)
