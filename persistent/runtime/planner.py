@@ -305,7 +305,7 @@ class Plan:
         mark = timed.schema["event_time"].metadata
         grouped = timed.withColumn(
             "event_time", F.lit(None).cast("timestamp").alias("event_time", metadata=mark)
-        ).select(*(c for c in timed.columns if c != "grp"), _slot(recovery).alias("slot")).groupBy("slot")
+        ).withColumn("grp", _slot(recovery)).groupBy("grp")
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
@@ -316,8 +316,10 @@ class Plan:
 
 
 def _slot(recovery: Recovery):
-    """The column Spark groups the key groups' rows by: each group's slot
-    (``persistent.runtime.layout``), which spreads the groups evenly over the state partitions."""
+    """What Spark groups the key groups' rows by, in place of the group's number in the
+    column ``grp``: each group's slot (``persistent.runtime.layout``), which spreads the
+    groups evenly over the state partitions. The column keeps its name, so a Spark
+    checkpoint of an earlier version (grouped by the number) meets the same key schema."""
     from pyspark.sql import functions as F
 
     if recovery.partitions is None:

@@ -61,6 +61,30 @@ def test_spark_puts_each_key_group_in_the_state_partition_of_its_turn(spark):
             group: group % partitions for group in range(key_groups)}
 
 
+def test_a_spark_checkpoint_keyed_by_group_numbers_continues_on_path_a_until_path_b_spreads_it(
+        spark, tmp_path, monkeypatch):
+    """A generation an earlier version started (``partitions`` unrecorded, Spark's state
+    keyed by the groups' numbers) continues keyed by them on path A; path B spreads the
+    groups over the partitions. The counts stay exact throughout."""
+    from persistent.runtime import delivery, planner
+
+    def as_before(*args):  # the plan of a version before the slots: no cores, no partitions
+        return delivery.plan(*args[:-1])
+
+    monkeypatch.setattr(planner, "plan", as_before)
+    assert count_job(tmp_path, 1_000, "--key-groups", "8").run(spark).recovery.partitions is None
+    monkeypatch.undo()
+    again = count_job(tmp_path, 2_000, "--key-groups", "8").run(spark)
+    assert (again.recovery.path, again.recovery.partitions) == (RecoveryPath.SAME_CHECKPOINT, None)
+    shutil.rmtree(tmp_path / "ck" / "spark")
+    restarted = count_job(tmp_path, 3_000, "--key-groups", "8").run(spark)
+    assert (restarted.recovery.path, restarted.recovery.partitions) == (
+        RecoveryPath.FROM_CLOCK, spark.sparkContext.defaultParallelism)
+    with sqlite3.connect(tmp_path / "out.db") as db:
+        counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
+    assert counted == {f"k{k}": len(range(k, 3_000, 50)) for k in range(50)}
+
+
 def window_job(workdir, total: int, *more: str):
     import window_average
 
