@@ -16,53 +16,59 @@ records its generation's partitions (``persistent.storage.job_directory.Generati
 and a generation recorded before slots existed groups by the group's number
 (``partitions`` None).
 
-Nothing here imports Spark; a Spark test checks ``spark_hash`` against Spark's own.
+Nothing here imports Spark; a test checks ``spark_hashes`` against values of Spark's
+``hash()``, and a Spark test checks the slots against Spark's shuffle.
 """
 
 from __future__ import annotations
 
-__all__ = ["group_slots", "spark_hash", "slot_group"]
+import numpy as np
 
-_SEED = 42
-_MASK = 0xFFFFFFFF
+__all__ = ["group_slots", "spark_hashes", "slot_group"]
 
-
-def _rotate_left(x: int, bits: int) -> int:
-    return ((x << bits) | (x >> (32 - bits))) & _MASK
+#: Spark's int column holds a slot: the largest one is below this.
+_INT_LIMIT = 2**31
 
 
-def _mix(h1: int, value: int) -> int:
-    k1 = _rotate_left(value * 0xCC9E2D51 & _MASK, 15) * 0x1B873593 & _MASK
-    return (_rotate_left(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+def _rotate_left(x: np.ndarray, bits: int) -> np.ndarray:
+    return (x << bits) | (x >> (32 - bits))
 
 
-def _finish(h1: int, length: int) -> int:
-    h1 ^= length
-    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & _MASK
-    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & _MASK
-    return h1 ^ (h1 >> 16)
-
-
-def spark_hash(value: int) -> int:
-    """Spark's ``hash()`` of an ``int`` column's value (Murmur3 x86 32-bit, seed 42), as
-    a signed 32-bit int: what its shuffle partitions rows by."""
-    h1 = _finish(_mix(_SEED, value & _MASK), 4)
-    return h1 - (1 << 32) if h1 >> 31 else h1
+def spark_hashes(values) -> np.ndarray:
+    """Spark's ``hash()`` of an ``int`` column's values (Murmur3 x86 32-bit, seed 42), as
+    signed 32-bit ints in an int64 array: what its shuffle partitions rows by. Unsigned
+    32-bit arithmetic wraps as Murmur3's does."""
+    k1 = np.asarray(values, dtype=np.int64).astype(np.uint32)
+    k1 = _rotate_left(k1 * np.uint32(0xCC9E2D51), 15) * np.uint32(0x1B873593)
+    h1 = _rotate_left(np.uint32(42) ^ k1, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    h1 ^= np.uint32(4)  # the length in bytes
+    h1 = (h1 ^ (h1 >> 16)) * np.uint32(0x85EBCA6B)
+    h1 = (h1 ^ (h1 >> 13)) * np.uint32(0xC2B2AE35)
+    return (h1 ^ (h1 >> 16)).view(np.int32).astype(np.int64)
 
 
 def group_slots(key_groups: int, partitions: int | None) -> list[int]:
     """The slot of each key group: the value Spark groups its rows by, so that group
     ``g`` lands in state partition ``g % partitions``. Without ``partitions`` (a Spark
-    checkpoint written before slots), each group's slot is its number."""
+    checkpoint written before slots), each group's slot is its number.
+
+    Each group tries ``g``, ``g + key_groups``, ... until one lands in its partition,
+    all groups at once: about ``partitions`` tries each. A slot must fit Spark's int
+    column, else ``ValueError``."""
     if partitions is None:
         return list(range(key_groups))
-    slots = []
-    for group in range(key_groups):
-        slot = group
-        while spark_hash(slot) % partitions != group % partitions:
-            slot += key_groups
-        slots.append(slot)
-    return slots
+    slots = np.arange(key_groups, dtype=np.int64)
+    turns = slots % partitions
+    trying = np.flatnonzero(spark_hashes(slots) % partitions != turns)
+    while trying.size:
+        slots[trying] += key_groups
+        if slots[trying].max() >= _INT_LIMIT:
+            raise ValueError(
+                f"{key_groups} key groups over {partitions} partitions: a group's slot does not fit Spark's int "
+                f"column; run the job with fewer key groups"
+            )
+        trying = trying[spark_hashes(slots[trying]) % partitions != turns[trying]]
+    return slots.tolist()
 
 
 def slot_group(slot: int, key_groups: int) -> int:

@@ -6,16 +6,20 @@ from collections import Counter
 
 import pytest
 
-from persistent.runtime.layout import group_slots, slot_group, spark_hash
+from persistent.runtime import layout
+from persistent.runtime.layout import group_slots, slot_group, spark_hashes
 
 # Spark 4.3's ``hash()`` of these values of an ``int`` column.
 SPARK_HASHES = {0: 933211791, 1: -559580957, 2: 1765031574, 7: 1079293707, 42: 29417773, -1: -1604776387,
                 -42: 1758484645, 2**31 - 1: 133916647, -(2**31): 723455942, 123456789: -598405280}
 
 
-@pytest.mark.parametrize(("value", "hashed"), SPARK_HASHES.items())
-def test_the_hash_is_sparks(value, hashed):
-    assert spark_hash(value) == hashed
+def test_the_hash_is_sparks():
+    assert spark_hashes(list(SPARK_HASHES)).tolist() == list(SPARK_HASHES.values())
+
+
+def spark_hash(value: int) -> int:
+    return int(spark_hashes([value])[0])
 
 
 def test_grouped_by_their_numbers_the_groups_spread_unevenly():
@@ -33,6 +37,17 @@ def test_each_group_takes_the_partition_of_its_turn(key_groups, partitions):
                for g, slot in enumerate(slots) for smaller in range(g, slot, key_groups))
     loads = Counter(spark_hash(slot) % partitions for slot in slots)
     assert max(loads.values()) - min(loads.values()) <= 1 and len(loads) == min(partitions, key_groups)
+
+
+def test_thousands_of_groups_get_their_slots_at_once():
+    slots = group_slots(4096, 1024)
+    assert (spark_hashes(slots) % 1024).tolist() == [g % 1024 for g in range(4096)]
+
+
+def test_a_slot_beyond_spark_s_int_is_refused(monkeypatch):
+    monkeypatch.setattr(layout, "_INT_LIMIT", 20)  # Spark's int, as small as 8 groups on 4 partitions reach
+    with pytest.raises(ValueError, match="8 key groups over 4 partitions: a group's slot does not fit"):
+        group_slots(8, 4)
 
 
 def test_without_partitions_a_group_is_keyed_by_its_number():
