@@ -34,7 +34,7 @@ from __future__ import annotations
 from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath
+from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath, state_partitions
 
 __all__ = ["Delivery", "Position", "Effects", "plan", "write_effects"]
 
@@ -101,12 +101,12 @@ class Position:
 
     def restart(self, key_groups: int, cores: int | None = None) -> Recovery:
         """Starts a run with ``key_groups`` (state starts empty, so any number does) spread
-        over ``min(key_groups, cores)`` state partitions: Spark's checkpoint of the last
+        over ``state_partitions(key_groups, cores)``: Spark's checkpoint of the last
         run is dropped (its state and its unfinished micro-batch with it), the sources
         start at the position."""
         taken = self.directory.read_position()
         self.directory.fs.delete(self.directory.spark)
-        partitions = min(key_groups, cores) if cores else None
+        partitions = state_partitions(key_groups, cores)
         if taken is None:
             self.directory.record_position(DeliveryPosition(0, 0))
             return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions)

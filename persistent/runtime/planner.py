@@ -66,7 +66,7 @@ from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
-from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath
+from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, state_partitions
 from state.errors import StorageError
 from state.fs import FileSystem
 from state.persistent_state import PersistentState
@@ -193,7 +193,8 @@ class Plan:
         # state partitions in its checkpoint): one shuffle partition per core, and Arrow
         # batches that hold a key group's messages in one chunk, not ten thousand rows at a
         # time (Spark hands a group's state to Python again with each chunk).
-        settings = {"spark.sql.shuffle.partitions": str(recovery.partitions or min(recovery.key_groups, cores)),
+        partitions = recovery.partitions or state_partitions(recovery.key_groups, cores)
+        settings = {"spark.sql.shuffle.partitions": str(partitions),
                     "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS)}
         previous = {name: spark.conf.get(name) for name in settings}
         for name, value in settings.items():

@@ -64,6 +64,7 @@ from state.fs import FileSystem
 
 __all__ = [
     "JobDirectory",
+    "state_partitions",
     "RecoveryPath",
     "Recovery",
     "Record",
@@ -101,6 +102,13 @@ class RecoveryPath(enum.Enum):
     FROM_CLOCK = "B"
     #: At-most-once (``persistent.runtime.delivery``): empty state, sources after the position taken.
     AFTER_POSITION = "position"
+
+
+def state_partitions(key_groups: int, cores: int | None) -> int | None:
+    """The state partitions a start with a new Spark checkpoint (fresh, path B, at-most-once's
+    restart) spreads ``key_groups`` over: one per core, at most one per group
+    (``Recovery.partitions``). None without ``cores``: the groups keyed by their numbers."""
+    return min(key_groups, cores) if cores else None
 
 
 @dataclass(frozen=True)
@@ -481,7 +489,7 @@ class JobDirectory:
         which generation Spark's checkpoint belongs to cannot be told then.
 
         A start with a new Spark checkpoint (fresh, path B) spreads the key groups over
-        ``min(key_groups, cores)`` state partitions (``Recovery.partitions``); path A keeps
+        ``state_partitions(key_groups, cores)`` (``Recovery.partitions``); path A keeps
         the recorded ones, which Spark's checkpoint holds its state in, and is refused
         without the generation file, since how Spark keys that state cannot be told then.
         """
@@ -515,7 +523,7 @@ class JobDirectory:
         if key_groups is None:
             raise RestartRefusedError(f"{self.root} records no number of key groups: give the job's key_groups")
         recorded_generation = current.generation if current else 0
-        partitions = min(key_groups, cores) if cores else None
+        partitions = state_partitions(key_groups, cores)
         if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
             raise RestartRefusedError(
                 f"the sink holds results of generation {sink_generation}, but {self.root} records generation "

@@ -17,6 +17,7 @@ from persistent.storage.job_directory import (
     Generation,
     JobDirectory,
     RescalePlan,
+    state_partitions,
 )
 from state.errors import CorruptCheckpointError
 
@@ -55,6 +56,12 @@ RECORDS = [
     progress(),
     progress(clock_ms=None, seconds=2, checkpoint_seconds=None, commit_seconds=0.1),
 ]
+
+
+@pytest.mark.parametrize(("key_groups", "cores", "partitions"), [(8, 2, 2), (2, 8, 2), (1, 1, 1), (8, None, None)])
+def test_a_new_spark_checkpoint_takes_a_state_partition_per_core_and_at_most_one_per_group(key_groups, cores,
+                                                                                         partitions):
+    assert state_partitions(key_groups, cores) == partitions
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: type(r).__name__)
