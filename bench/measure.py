@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 
-__all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize", "pool"]
+__all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize", "pool",
+           "cpu_seconds", "thread_kind", "CPU_KINDS"]
 
 _MB = 1024 * 1024
 
@@ -53,6 +54,8 @@ class RunResult:
     mean_parts_ms: dict[str, float] = field(default_factory=dict)
     #: The machine's 1-minute load average at the end of the run (other processes count too).
     load_average: float = 0.0
+    #: CPU seconds the run used, by kind (``cpu_seconds``); empty where ``/proc`` is not.
+    cpu_s: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
     def to_json(self) -> dict:
@@ -89,6 +92,9 @@ def pool(results: list[RunResult]) -> RunResult:
     over the measured batches of all of them (each run's own rate in ``note``)."""
     pooled = dataclasses.replace(results[-1], batches=[b for r in results for b in r.batches])
     pooled.rows = sum(r.rows for r in results)
+    pooled.wall_s = sum(r.wall_s for r in results)
+    pooled.cpu_s = {kind: round(sum(r.cpu_s.get(kind, 0.0) for r in results), 2)
+                    for kind in dict.fromkeys(k for r in results for k in r.cpu_s)}
     each = ", ".join(f"{r.rows_per_s:,.0f}" for r in results)
     pooled.note = f"{len(results)} runs pooled ({each} rows/s)"
     return _rates(pooled, [b for r in results for b in _measured(r.batches)])
@@ -129,10 +135,64 @@ def directory_bytes(root: str) -> dict[str, int]:
     return sizes
 
 
+#: What uses the CPU in a Spark run (``cpu_seconds``): the JVM's threads by the first
+#: characters of their names (Linux keeps 15), then the Python processes.
+_JVM_THREADS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+                ("gc", ("GC Thread", "G1 ", "VM Thread")),
+                ("tasks", ("Executor task",)))
+CPU_KINDS = ("jit", "gc", "tasks", "jvm other", "python workers", "python driver")
+
+
+def cpu_seconds(process) -> dict[str, float]:
+    """CPU seconds used so far by ``process`` (a ``psutil.Process``, the benchmark's own)
+    and what runs under it, by kind (``CPU_KINDS``): of the JVM, HotSpot's compilers
+    (``jit``), its garbage collectors (``gc``), Spark's task threads (``tasks``) and the
+    rest (``jvm other``: the driver's threads, schedulers, listeners); Spark's Python
+    processes with the workers they forked and reaped (``python workers``); ``process``
+    itself (``python driver``). Empty without ``/proc`` (Linux)."""
+    import psutil
+
+    if not os.path.isdir("/proc/self/task"):
+        return {}
+    used = dict.fromkeys(CPU_KINDS, 0.0)
+    times = process.cpu_times()
+    used["python driver"] = times.user + times.system
+    for child in process.children(recursive=True):
+        try:
+            if child.name() == "java":
+                for kind, seconds in _jvm_thread_seconds(child.pid):
+                    used[kind] += seconds
+            elif child.name().startswith("python"):
+                times = child.cpu_times()
+                used["python workers"] += times.user + times.system + times.children_user + times.children_system
+        except (psutil.Error, OSError):
+            pass  # a process that ended meanwhile
+    return used
+
+
+def _jvm_thread_seconds(pid: int):
+    """``(kind, CPU seconds)`` of each thread of JVM ``pid``, from ``/proc/<pid>/task``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        yield thread_kind(name), (int(fields[11]) + int(fields[12])) / tick
+
+
+def thread_kind(name: str) -> str:
+    """The kind (``CPU_KINDS``) of the JVM's thread named ``name``."""
+    return next((kind for kind, prefixes in _JVM_THREADS if name.startswith(prefixes)), "jvm other")
+
+
 class MemorySampler:
     """Samples, a few times a second, the JVM's used heap plus this process's RSS
     (``driver``: in local mode the JVM also runs the executors' JVM side) and the
-    summed RSS of the Python worker processes under the JVM (``workers``)."""
+    summed RSS of the Python worker processes under the JVM (``workers``); and the CPU
+    seconds used between entering and leaving, by kind (``cpu_s``, ``cpu_seconds``)."""
 
     def __init__(self, spark=None, interval_s: float = 0.2):
         import psutil
@@ -145,6 +205,8 @@ class MemorySampler:
         self._thread: threading.Thread | None = None
         self.driver_mb = 0.0
         self.workers_mb = 0.0
+        self.cpu_s: dict[str, float] = {}
+        self._cpu_before: dict[str, float] = {}
 
     def _jvm_used(self) -> int:
         if self._runtime is None:
@@ -174,6 +236,7 @@ class MemorySampler:
         if self._runtime is not None:
             self._runtime.gc()
         self.sample()
+        self._cpu_before = cpu_seconds(self._me)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -182,3 +245,6 @@ class MemorySampler:
         self._stop.set()
         self._thread.join()
         self.sample()
+        after = cpu_seconds(self._me)
+        # A Python process that ended meanwhile takes its seconds with it: never below 0.
+        self.cpu_s = {kind: round(max(after[kind] - self._cpu_before.get(kind, 0.0), 0.0), 2) for kind in after}

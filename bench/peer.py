@@ -89,6 +89,7 @@ def run_bytewax(dataset: Dataset, work: Path) -> RunResult:
     batches = [Batch(dataset.batch_rows, (end - start) * 1000) for start, end in zip(starts, ends)]
     summarize(result, batches)
     result.peak_driver_mb, result.peak_worker_mb = memory.driver_mb, None
+    result.cpu_s = memory.cpu_s
     result.checkpoint_bytes = directory_bytes(str(recovery))
     result.checkpoint_bytes_per_batch = sum(result.checkpoint_bytes.values()) / len(batches)
     return result

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.measure import RunResult
+from bench.measure import CPU_KINDS, RunResult
 
-__all__ = ["table", "write_json", "plot"]
+__all__ = ["table", "cpu_table", "write_json", "plot"]
 
 _COLUMNS = ("implementation", "keys", "rows/s", "median batch ms", "driver MB", "workers MB",
             "ckpt KB/batch", "vs native")
@@ -33,8 +33,20 @@ def _row(r: RunResult) -> list[str]:
 
 def table(results: list[RunResult]) -> str:
     """A Markdown table of the runs."""
-    rows = [list(_COLUMNS)] + [_row(r) for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    return _markdown([list(_COLUMNS)] + [_row(r) for r in results])
+
+
+def cpu_table(results: list[RunResult]) -> str:
+    """A Markdown table of the CPU seconds each run used, by kind (``bench.measure.cpu_seconds``),
+    with its wall seconds: what a run on few cores shares its cores with."""
+    header = ["implementation", "keys", "wall s", *(f"{kind} s" for kind in CPU_KINDS)]
+    rows = [[_row(r)[0], f"{r.keys:,}", f"{r.wall_s:.1f}", *(_cell(r.cpu_s.get(kind), ".1f") for kind in CPU_KINDS)]
+            for r in results if r.cpu_s]
+    return _markdown([header] + rows)
+
+
+def _markdown(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):
         cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]

@@ -181,6 +181,7 @@ def run(args) -> int:
     report.write_json(out / "results.json", results, extra)
     report.plot(out, results)
     print(report.table(results))
+    print(report.cpu_table(results))
     for r in recovery:
         print(f"recovery path {r['path']} at {r['keys']:,} keys: {r['seconds']:.1f} s to the first micro-batch")
     if demo_seconds is not None:

@@ -108,6 +108,7 @@ class SparkRuns:
     def _finish(self, result: RunResult, batches, memory: MemorySampler, checkpoint: str) -> RunResult:
         summarize(result, batches)
         result.peak_driver_mb, result.peak_worker_mb = memory.driver_mb, memory.workers_mb
+        result.cpu_s = memory.cpu_s
         result.checkpoint_bytes = directory_bytes(checkpoint)
         with_rows = sum(1 for b in batches if b.rows)
         result.checkpoint_bytes_per_batch = sum(result.checkpoint_bytes.values()) / max(with_rows, 1)

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench.data import BATCH_SPAN_MS, first_timestamp, generate  # noqa: E402
-from bench.measure import Batch, RunResult, summarize  # noqa: E402
-from bench.report import table  # noqa: E402
+from bench.measure import CPU_KINDS, Batch, RunResult, cpu_seconds, pool, summarize, thread_kind  # noqa: E402
+from bench.report import cpu_table, table  # noqa: E402
 
 
 def test_generated_files_hold_the_events_in_time_order_one_batch_each(tmp_path):
@@ -54,3 +54,29 @@ def test_the_table_has_one_row_per_run_with_its_ratio():
     lines = table([run]).splitlines()
     assert len(lines) == 3
     assert "vectorized (skewed)" in lines[2] and "100,000" in lines[2] and "0.50" in lines[2]
+
+
+def test_the_jvm_threads_are_told_apart_by_their_names():
+    assert [thread_kind(name) for name in ("C2 CompilerThre", "C1 CompilerThre", "G1 Conc#0", "GC Thread#1",
+                                           "VM Thread", "Executor task i", "dag-scheduler-e", "main")] == [
+        "jit", "jit", "gc", "gc", "gc", "tasks", "jvm other", "jvm other"]
+
+
+def test_cpu_seconds_count_this_process_as_the_python_driver():
+    import psutil
+
+    process = psutil.Process()
+    used = cpu_seconds(process)
+    assert set(used) == set(CPU_KINDS) and min(used.values()) >= 0
+    times = process.cpu_times()
+    assert 0 < used["python driver"] <= times.user + times.system
+
+
+def test_pooled_runs_add_their_wall_and_cpu_seconds_and_the_cpu_table_shows_them():
+    runs = [summarize(RunResult("native", "uniform", 1_000, 10, wall_s=wall, cpu_s={"jit": jit, "tasks": 2.0}),
+                      [Batch(10, 10.0), Batch(10, 10.0)]) for wall, jit in ((3.0, 1.5), (2.0, 0.25))]
+    pooled = pool(runs)
+    assert pooled.wall_s == 5.0 and pooled.cpu_s == {"jit": 1.75, "tasks": 4.0}
+    lines = cpu_table([pooled, RunResult("bytewax", "uniform", 1_000, 10)]).splitlines()
+    assert len(lines) == 3  # the header, its rule, one row: a run without CPU seconds has none
+    assert "native" in lines[2] and "5.0" in lines[2] and "1.8" in lines[2] and "4.0" in lines[2]
