@@ -12,7 +12,7 @@ from datetime import datetime
 
 
 __all__ = ["Batch", "RunResult", "MemorySampler", "batches_of", "directory_bytes", "summarize", "pool",
-           "cpu_seconds", "thread_kind", "CPU_KINDS"]
+           "CpuSnapshot", "cpu_snapshot", "cpu_used", "thread_kind", "CPU_KINDS"]
 
 _MB = 1024 * 1024
 
@@ -54,7 +54,7 @@ class RunResult:
     mean_parts_ms: dict[str, float] = field(default_factory=dict)
     #: The machine's 1-minute load average at the end of the run (other processes count too).
     load_average: float = 0.0
-    #: CPU seconds the run used, by kind (``cpu_seconds``); empty where ``/proc`` is not.
+    #: CPU seconds the run used, by kind (``cpu_used``); empty where ``/proc`` is not.
     cpu_s: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
@@ -135,7 +135,7 @@ def directory_bytes(root: str) -> dict[str, int]:
     return sizes
 
 
-#: What uses the CPU in a Spark run (``cpu_seconds``): the JVM's threads by the first
+#: What uses the CPU in a Spark run (``cpu_used``): the JVM's threads by the first
 #: characters of their names (Linux keeps 15), then the Python processes.
 _JVM_THREADS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")),
                 ("gc", ("GC Thread", "G1 ", "VM Thread")),
@@ -143,36 +143,70 @@ _JVM_THREADS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")),
 CPU_KINDS = ("jit", "gc", "tasks", "jvm other", "python workers", "python driver")
 
 
-def cpu_seconds(process) -> dict[str, float]:
-    """CPU seconds used so far by ``process`` (a ``psutil.Process``, the benchmark's own)
-    and what runs under it, by kind (``CPU_KINDS``): of the JVM, HotSpot's compilers
-    (``jit``), its garbage collectors (``gc``), Spark's task threads (``tasks``) and the
-    rest (``jvm other``: the driver's threads, schedulers, listeners); Spark's Python
-    processes with the workers they forked and reaped (``python workers``); ``process``
-    itself (``python driver``). Empty without ``/proc`` (Linux)."""
+@dataclass
+class CpuSnapshot:
+    """CPU seconds used so far by the benchmark's process and what runs under it."""
+
+    #: Each live thread of the JVM: ``tid -> (kind, seconds)``.
+    threads: dict[int, tuple[str, float]] = field(default_factory=dict)
+    #: The JVM's own seconds, its ended threads' included.
+    jvm: float = 0.0
+    #: Spark's Python processes, live ones and those the JVM or they reaped.
+    python_workers: float = 0.0
+    #: The benchmark's own process.
+    python_driver: float = 0.0
+
+
+def cpu_snapshot(process) -> CpuSnapshot | None:
+    """What ``process`` (a ``psutil.Process``, the benchmark's own) and the processes
+    under it used so far (``CpuSnapshot``); None without ``/proc`` (Linux)."""
     import psutil
 
     if not os.path.isdir("/proc/self/task"):
-        return {}
-    used = dict.fromkeys(CPU_KINDS, 0.0)
+        return None
     times = process.cpu_times()
-    used["python driver"] = times.user + times.system
+    snapshot = CpuSnapshot(python_driver=times.user + times.system)
     for child in process.children(recursive=True):
         try:
+            times = child.cpu_times()
             if child.name() == "java":
-                for kind, seconds in _jvm_thread_seconds(child.pid):
-                    used[kind] += seconds
+                snapshot.threads.update(_jvm_threads(child.pid))
+                snapshot.jvm += times.user + times.system
+                # Python processes the JVM started and reaped (the daemons' workers are
+                # reaped by their daemon, below).
+                snapshot.python_workers += times.children_user + times.children_system
             elif child.name().startswith("python"):
-                times = child.cpu_times()
-                used["python workers"] += times.user + times.system + times.children_user + times.children_system
-        except (psutil.Error, OSError):
-            pass  # a process that ended meanwhile
-    return used
+                snapshot.python_workers += times.user + times.system + times.children_user + times.children_system
+        except psutil.Error:
+            pass  # a process that ended meanwhile: its parent's children times hold it
+    return snapshot
 
 
-def _jvm_thread_seconds(pid: int):
-    """``(kind, CPU seconds)`` of each thread of JVM ``pid``, from ``/proc/<pid>/task``."""
+def cpu_used(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict[str, float]:
+    """CPU seconds used between two snapshots, by kind (``CPU_KINDS``): of the JVM,
+    HotSpot's compilers (``jit``), its garbage collectors (``gc``), Spark's task threads
+    (``tasks``) and the rest (``jvm other``: the driver's threads, schedulers, listeners,
+    each query's stream execution thread, and whatever threads ended in between);
+    Spark's Python processes (``python workers``); the benchmark's own (``python
+    driver``). Empty without snapshots."""
+    if before is None or after is None:
+        return {}
+    used = dict.fromkeys(CPU_KINDS, 0.0)
+    for tid, (kind, seconds) in after.threads.items():
+        if kind != "jvm other":
+            used[kind] += seconds - before.threads.get(tid, (kind, 0.0))[1]
+    used["jvm other"] = after.jvm - before.jvm - used["jit"] - used["gc"] - used["tasks"]
+    used["python workers"] = after.python_workers - before.python_workers
+    used["python driver"] = after.python_driver - before.python_driver
+    return {kind: round(seconds, 2) for kind, seconds in used.items()}
+
+
+def _jvm_threads(pid: int) -> dict[int, tuple[str, float]]:
+    """``tid -> (kind, CPU seconds)`` of each live thread of process ``pid``, from
+    ``/proc/<pid>/task/<tid>/stat`` (``pid (name) state ...``: user and system time are
+    the 12th and 13th fields after the name)."""
     tick = os.sysconf("SC_CLK_TCK")
+    threads = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
@@ -180,7 +214,8 @@ def _jvm_thread_seconds(pid: int):
         except OSError:
             continue  # a thread that ended meanwhile
         name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        yield thread_kind(name), (int(fields[11]) + int(fields[12])) / tick
+        threads[int(tid)] = (thread_kind(name), (int(fields[11]) + int(fields[12])) / tick)
+    return threads
 
 
 def thread_kind(name: str) -> str:
@@ -192,7 +227,7 @@ class MemorySampler:
     """Samples, a few times a second, the JVM's used heap plus this process's RSS
     (``driver``: in local mode the JVM also runs the executors' JVM side) and the
     summed RSS of the Python worker processes under the JVM (``workers``); and the CPU
-    seconds used between entering and leaving, by kind (``cpu_s``, ``cpu_seconds``)."""
+    seconds used between entering and leaving, by kind (``cpu_s``, ``cpu_used``)."""
 
     def __init__(self, spark=None, interval_s: float = 0.2):
         import psutil
@@ -206,7 +241,7 @@ class MemorySampler:
         self.driver_mb = 0.0
         self.workers_mb = 0.0
         self.cpu_s: dict[str, float] = {}
-        self._cpu_before: dict[str, float] = {}
+        self._cpu_before: CpuSnapshot | None = None
 
     def _jvm_used(self) -> int:
         if self._runtime is None:
@@ -236,7 +271,7 @@ class MemorySampler:
         if self._runtime is not None:
             self._runtime.gc()
         self.sample()
-        self._cpu_before = cpu_seconds(self._me)
+        self._cpu_before = cpu_snapshot(self._me)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -245,6 +280,4 @@ class MemorySampler:
         self._stop.set()
         self._thread.join()
         self.sample()
-        after = cpu_seconds(self._me)
-        # A Python process that ended meanwhile takes its seconds with it: never below 0.
-        self.cpu_s = {kind: round(max(after[kind] - self._cpu_before.get(kind, 0.0), 0.0), 2) for kind in after}
+        self.cpu_s = cpu_used(self._cpu_before, cpu_snapshot(self._me))

@@ -37,7 +37,7 @@ def table(results: list[RunResult]) -> str:
 
 
 def cpu_table(results: list[RunResult]) -> str:
-    """A Markdown table of the CPU seconds each run used, by kind (``bench.measure.cpu_seconds``),
+    """A Markdown table of the CPU seconds each run used, by kind (``bench.measure.cpu_used``),
     with its wall seconds: what a run on few cores shares its cores with."""
     header = ["implementation", "keys", "wall s", *(f"{kind} s" for kind in CPU_KINDS)]
     rows = [[_row(r)[0], f"{r.keys:,}", f"{r.wall_s:.1f}", *(_cell(r.cpu_s.get(kind), ".1f") for kind in CPU_KINDS)]

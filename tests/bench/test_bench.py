@@ -6,12 +6,22 @@ import os
 import sys
 
 import numpy as np
+import pytest
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench.data import BATCH_SPAN_MS, first_timestamp, generate  # noqa: E402
-from bench.measure import CPU_KINDS, Batch, RunResult, cpu_seconds, pool, summarize, thread_kind  # noqa: E402
+from bench.measure import (  # noqa: E402
+    Batch,
+    CpuSnapshot,
+    RunResult,
+    cpu_snapshot,
+    cpu_used,
+    pool,
+    summarize,
+    thread_kind,
+)
 from bench.report import cpu_table, table  # noqa: E402
 
 
@@ -57,19 +67,40 @@ def test_the_table_has_one_row_per_run_with_its_ratio():
 
 
 def test_the_jvm_threads_are_told_apart_by_their_names():
-    assert [thread_kind(name) for name in ("C2 CompilerThre", "C1 CompilerThre", "G1 Conc#0", "GC Thread#1",
-                                           "VM Thread", "Executor task i", "dag-scheduler-e", "main")] == [
-        "jit", "jit", "gc", "gc", "gc", "tasks", "jvm other", "jvm other"]
+    names = ("C2 CompilerThre", "C1 CompilerThre", "G1 Conc#0", "GC Thread#1", "VM Thread", "Executor task l",
+             "Executor task i", "dag-scheduler-e", "main")
+    assert [thread_kind(name) for name in names] == [
+        "jit", "jit", "gc", "gc", "gc", "tasks", "tasks", "jvm other", "jvm other"]
 
 
-def test_cpu_seconds_count_this_process_as_the_python_driver():
+def test_cpu_used_counts_threads_that_came_and_gives_the_jvm_the_rest():
+    before = CpuSnapshot(threads={1: ("jit", 2.0), 2: ("tasks", 1.0), 3: ("tasks", 4.0), 4: ("jvm other", 1.0)},
+                         jvm=10.0, python_workers=3.0, python_driver=1.0)
+    # Thread 3 ended (its seconds since the first snapshot are in the JVM's own, not in a
+    # thread's); thread 5 started; thread 4 gave the driver's threads some work.
+    after = CpuSnapshot(threads={1: ("jit", 2.5), 2: ("tasks", 2.0), 4: ("jvm other", 1.5), 5: ("tasks", 0.75),
+                                 6: ("gc", 0.25)}, jvm=16.0, python_workers=7.5, python_driver=1.5)
+    used = cpu_used(before, after)
+    assert used == {"jit": 0.5, "gc": 0.25, "tasks": 1.75, "jvm other": 3.5, "python workers": 4.5,
+                    "python driver": 0.5}
+    assert sum(used[k] for k in ("jit", "gc", "tasks", "jvm other")) == after.jvm - before.jvm
+    assert cpu_used(None, after) == {}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc (Linux)")
+def test_a_snapshot_counts_this_process_as_the_python_driver():
     import psutil
 
     process = psutil.Process()
-    used = cpu_seconds(process)
-    assert set(used) == set(CPU_KINDS) and min(used.values()) >= 0
+    snapshot = cpu_snapshot(process)
     times = process.cpu_times()
-    assert 0 < used["python driver"] <= times.user + times.system
+    assert 0 < snapshot.python_driver <= times.user + times.system
+    # The thread table as a JVM's is read: this process's own threads, by /proc.
+    from bench.measure import _jvm_threads
+
+    threads = _jvm_threads(os.getpid())
+    assert os.getpid() in threads and all(kind == "jvm other" for kind, _ in threads.values())
+    assert 0 < sum(seconds for _, seconds in threads.values()) <= times.user + times.system + 0.02
 
 
 def test_pooled_runs_add_their_wall_and_cpu_seconds_and_the_cpu_table_shows_them():
