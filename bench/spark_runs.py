@@ -29,6 +29,8 @@ WINDOW_SIZE_MS = 4 * WINDOW_STEP_MS
 class NoopSink(Sink):
     """Computes the results and drops them (Spark's ``noop`` format)."""
 
+    reads_once = True
+
     def write(self, results, batch, windowed: bool) -> None:
         results.write.format("noop").mode("overwrite").save()
 

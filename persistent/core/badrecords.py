@@ -58,6 +58,9 @@ class LateRecords(Choice):
     OUTPUT = "output"
 
 
+#: Begins the note of a ``BadRecordError`` that carries its record as JSON.
+_CARRIED = "bad record as JSON: "
+
 #: ``BadRecord.reason`` of a late message.
 LATE = "late"
 
@@ -93,7 +96,10 @@ class BadRecord:
 
     @classmethod
     def from_json(cls, text: str) -> BadRecord:
-        data = json.loads(text)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BadRecord:
         return cls(data.get("position"), data["record"], data["reason"], data.get("event_time_ms"),
                    data.get("watermark_ms"))
 
@@ -129,6 +135,24 @@ class BadRecordError(InputError):
 
     def __reduce__(self):
         return type(self), (self.record, self.count, self.where), self.__dict__
+
+    def carrying_record(self) -> BadRecordError:
+        """This error with its record as JSON in a note, which Python prints with the
+        error: a Spark task that fails with it hands the driver only its text, and
+        ``carried_in`` reads the record back from that."""
+        self.add_note(_CARRIED + self.record.json())
+        return self
+
+    @classmethod
+    def carried_in(cls, error: BaseException) -> BadRecord | None:
+        """The record of the first ``carrying_record`` error whose text ``error``'s
+        text holds (a Spark job failed by such a task), else None."""
+        text = str(error)
+        start = text.find(_CARRIED)
+        if start < 0:
+            return None
+        data, _ = json.JSONDecoder().raw_decode(text, start + len(_CARRIED))
+        return BadRecord.from_dict(data)
 
 
 class DeadLetters:

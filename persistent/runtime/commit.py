@@ -1,17 +1,22 @@
 """The driver's commit of one micro-batch: ``Commit``, plain Python.
 
-Spark's ``foreachBatch`` (``persistent.runtime.planner``) computes the micro-batch, reads
-the key groups' reports (``persistent.runtime.reports.GroupReport``) and hands them to
-a ``Commit`` with the batch's results, which the commit passes to the sink without
-looking into them, and a function that writes its dead letters. The commit then, in
+Spark's ``foreachBatch`` (``persistent.runtime.planner``) hands the micro-batch to a
+``Commit`` as a ``MicroBatch``: its results, which the commit passes to the sink
+without looking into them, the key groups' reports (``persistent.runtime.reports.GroupReport``)
+once it is computed, and a function that writes its dead letters. The commit then, in
 this order:
 
-1. **bad records**: with ``BadRecords.FAIL`` a bad record fails the micro-batch before
-   any of its effects (``BadRecordError`` names the smallest of the groups'
-   ``first_bad``, so the same one however the groups ran), and the job directory
-   records the failed batch (``JobDirectory.record_failed_batch``);
+1. **computing**: a sink that ``reads_once`` computes the micro-batch as it writes
+   its results (step 3 comes first: one Spark job per batch); for the others, and for
+   at-most-once, whose position needs the batch's event times before the sink
+   writes, the batch is computed on its own and the sink reads Spark's cache. With
+   ``BadRecords.FAIL`` a key group that meets a bad record fails its Spark task, so
+   the job computing the batch fails before any of its effects; the commit raises
+   ``BadRecordError`` naming the record (the first failed task's, when several groups
+   meet one), and the job directory records the failed batch
+   (``JobDirectory.record_failed_batch``);
 2. **dead letters**: the bad records (``BadRecords.DEAD_LETTER``) and the late
-   messages the groups output, before the sink and the clock: a replay writes them again;
+   messages the groups output, before the clock: a replay writes them again;
 3. **sink**: ``persistent.runtime.delivery.write_effects``, idempotent per ``BatchId``
    with exactly-once;
 4. **clock**: once every task the clock knows has reported a checkpoint at the newest
@@ -35,10 +40,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
+from persistent.core.badrecords import BadRecordError, BadRecords
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
 from persistent.runtime.reports import GroupReport
@@ -46,7 +52,7 @@ from persistent.sinks.base import BatchId, Sink
 from persistent.storage.job_directory import BatchProgress, JobDirectory, Recovery, task_index, task_name
 from state.errors import ClockError
 
-__all__ = ["Commit", "Timer"]
+__all__ = ["Commit", "MicroBatch", "Timer"]
 
 
 class Timer(Protocol):
@@ -55,6 +61,23 @@ class Timer(Protocol):
     def monotonic(self) -> float: ...
 
     def time(self) -> float: ...
+
+
+class MicroBatch(Protocol):
+    """One micro-batch as the runtime computes it (``persistent.runtime.planner``):
+    once, by ``compute`` or by the sink's read of ``results``."""
+
+    #: The results, for the sink (a Spark DataFrame); reading them computes the batch.
+    results: Any
+
+    def compute(self) -> None:
+        """Computes the batch, writing nothing (a Spark job of its own)."""
+
+    def reports(self) -> list[GroupReport]:
+        """The key groups' reports, once the batch is computed."""
+
+    def write_dead_letters(self, batch: BatchId) -> None:
+        """Writes the bad records and late messages the key groups output."""
 
 
 @dataclass(frozen=True)
@@ -74,30 +97,33 @@ class Commit:
     listeners: tuple[Callable[[BatchProgress], Any], ...] = ()
     timer: Timer = time
 
-    def __call__(
-        self,
-        batch_id: int,
-        reports: Sequence[GroupReport],
-        results,
-        write_dead_letters: Callable[[BatchId], Any],
-        computing_seconds: float = 0.0,
-    ) -> BatchProgress:
-        """Commits Spark's micro-batch ``batch_id`` from the key groups' ``reports``:
-        ``results`` go to the sink, ``write_dead_letters(batch)`` is called when the
-        groups report bad records or late messages to write. ``computing_seconds`` is
-        how long computing the batch took before the commit. Returns the batch's progress."""
-        computed = self.timer.monotonic()
+    @property
+    def sink_computes(self) -> bool:
+        """Whether the sink's write computes each micro-batch (step 1 of the module docstring)."""
+        return self.sink.reads_once and self.delivery is not Delivery.AT_MOST_ONCE
+
+    def __call__(self, batch_id: int, micro_batch: MicroBatch) -> BatchProgress:
+        """Computes and commits Spark's micro-batch ``batch_id``; returns its progress."""
+        started = self.timer.monotonic()
         crash_point(CrashPoint.BATCH)
         batch = BatchId(self.recovery.generation, batch_id)
-        dead_letters = self._dead_letters(batch, reports, write_dead_letters)
-        next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
-        write_effects(self.delivery, self.directory, self.sink, results, batch, self.windowed, next_ms)
+        with self._failing_on_bad_records(batch):
+            if self.sink_computes:
+                write_effects(self.delivery, self.directory, self.sink, micro_batch.results, batch, self.windowed)
+            else:
+                micro_batch.compute()
+        reports = micro_batch.reports()
+        computed = self.timer.monotonic()
+        dead_letters = self._dead_letters(batch, reports, micro_batch.write_dead_letters)
+        if not self.sink_computes:
+            next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
+            write_effects(self.delivery, self.directory, self.sink, micro_batch.results, batch, self.windowed, next_ms)
         checkpoints = {r.grp: r.checkpoint_ms for r in reports if r.checkpoint_ms is not None}
         crash_point(CrashPoint.CLOCK)
         clock_ms = self._advance_clock(checkpoints, batch) if self.checkpoints else None
         if checkpoints:
             self._retain(checkpoints)
-        commit_seconds = self.timer.monotonic() - computed
+        ended = self.timer.monotonic()
         progress = BatchProgress(
             generation=batch.generation,
             batch=batch_id,
@@ -107,7 +133,7 @@ class Commit:
             results=sum(r.results for r in reports),
             checkpoints=len(checkpoints),
             clock_ms=clock_ms,
-            seconds=computing_seconds + commit_seconds,
+            seconds=ended - started,
             watermark_ms=max((r.watermark_ms for r in reports), default=0),
             finished_at_ms=int(self.timer.time() * 1000),
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
@@ -115,7 +141,7 @@ class Commit:
             checkpoint_bytes=sum(r.checkpoint_bytes for r in reports),
             checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.checkpoint_ms is not None},
             checkpoint_seconds=sum(r.checkpoint_seconds for r in reports),
-            commit_seconds=commit_seconds,
+            commit_seconds=ended - computed,
         )
         self.directory.record_progress(progress)
         for listener in self.listeners:
@@ -123,18 +149,29 @@ class Commit:
         crash_point(CrashPoint.COMMITTED)
         return progress
 
-    def _dead_letters(self, batch: BatchId, reports: Sequence[GroupReport],
-                      write: Callable[[BatchId], Any]) -> int:
-        """Fails the micro-batch on its bad records, or writes them to the dead-letter
-        output with the late records the key groups output; returns how many were written."""
-        bad, late = sum(r.bad_records for r in reports), sum(r.late_records for r in reports)
-        if bad and self.bad_records is BadRecords.FAIL:
-            first = min(r.first_bad for r in reports if r.first_bad is not None)
+    @contextmanager
+    def _failing_on_bad_records(self, batch: BatchId):
+        """Turns a failure of the micro-batch's computing on a bad record (a key group's
+        task failed with ``BadRecordError``, under ``BadRecords.FAIL``) into a
+        ``BadRecordError`` naming it, once the job directory has recorded the failed batch."""
+        try:
+            yield
+        except Exception as exc:
+            record = BadRecordError.carried_in(exc)
+            if record is None:
+                raise
             self.directory.record_failed_batch(batch.generation, batch.batch)
-            raise BadRecordError(BadRecord.from_json(first), bad, f"micro-batch {batch.generation}.{batch.batch}")
-        if bad or late:
+            # Spark's error holds the task's trace: the record is what it has to say.
+            raise BadRecordError(record, where=f"micro-batch {batch.generation}.{batch.batch}") from None
+
+    @staticmethod
+    def _dead_letters(batch: BatchId, reports: Sequence[GroupReport], write: Callable[[BatchId], Any]) -> int:
+        """Writes the bad records and late messages the key groups output to the
+        dead-letter output; returns how many were written."""
+        written = sum(r.bad_records + r.late_records for r in reports)
+        if written:
             write(batch)
-        return bad + late
+        return written
 
     def _advance_clock(self, checkpoints: dict[int, int], batch: BatchId) -> int | None:
         """Advances the clock over the checkpoints the key groups reported, once every

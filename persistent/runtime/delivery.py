@@ -123,11 +123,10 @@ class Position:
             self.directory.record_position(DeliveryPosition(generation, next_ms))
 
 
-def write_effects(
-    delivery: Delivery, directory: JobDirectory, sink: Sink, results, batch: BatchId, windowed: bool, next_ms: int
-) -> None:
-    """Writes one micro-batch's results as ``delivery`` says; ``next_ms`` is the event
-    time after every message the batch read."""
+def write_effects(delivery: Delivery, directory: JobDirectory, sink: Sink, results, batch: BatchId, windowed: bool,
+                  next_ms: int | None = None) -> None:
+    """Writes one micro-batch's results as ``delivery`` says. At-most-once first takes
+    its position at ``next_ms``, the event time after every message the batch read."""
     if delivery is Delivery.EXACTLY_ONCE:
         sink.write(results, batch, windowed)
         return

@@ -46,8 +46,8 @@ GAUGES: tuple[tuple[str, str, Figure], ...] = (
      lambda p: p.dead_letters),
     ("persistent_batch_duration_seconds", "How long the last micro-batch took on the driver: computing it, then "
      "committing it.", lambda p: p.seconds),
-    ("persistent_batch_commit_seconds", "How long the last micro-batch's commit took once it was computed: bad "
-     "records, sink, clock.", lambda p: p.commit_seconds),
+    ("persistent_batch_commit_seconds", "How long the last micro-batch's commit took once it was computed: dead "
+     "letters, sink (unless its write computed the batch), clock.", lambda p: p.commit_seconds),
     ("persistent_batch_checkpoints", "Checkpoints the key groups wrote in the last micro-batch.",
      lambda p: p.checkpoints),
     ("persistent_batch_checkpoint_bytes", "Bytes of the checkpoints the key groups wrote in the last micro-batch.",

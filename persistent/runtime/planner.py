@@ -22,9 +22,10 @@ Per micro-batch, inside Spark:
    (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``
    and its counts through a Spark accumulator (``persistent.runtime.reports``); its
    whole state goes to Spark's state store;
-2. on the driver (``foreachBatch``, which hands the reports to the plain-Python
+2. on the driver (``foreachBatch``, which hands the micro-batch to the plain-Python
    ``persistent.runtime.commit.Commit``): the results go to the sink (idempotent per
-   batch); then, once every key group known to the clock has reported its checkpoint
+   batch; a sink that reads its results once computes the batch as it writes them,
+   so a micro-batch is one Spark job); then, once every key group known to the clock has reported its checkpoint
    at ``T``, the global minimum checkpoint clock advances to the minimum of the tasks'
    clocks. The clock never names a checkpoint that is not durable, and no state
    bytes reach the driver: it collects reports of a few numbers per key group.
@@ -37,8 +38,9 @@ a restored group that gets no message still checkpoints and never pins the clock
 Bad records (``persistent.core.badrecords``) travel through the same query: the source
 marks the records it cannot read, a check before the watermark marks unusable event
 times (so they never move the watermark), and the key groups isolate the messages
-the task or its monoid refuses. Marked rows change no state; the driver fails the
-micro-batch on them or writes them to the dead-letter output, as the job says.
+the task or its monoid refuses. Marked rows change no state; a key group fails its
+Spark task on them, and so the micro-batch, or the driver writes them to the
+dead-letter output, as the job says.
 
 See ``persistent.storage.job_directory`` for the restart paths A and B, and ``persistent.runtime.delivery``
 for what changes with at-least-once and at-most-once delivery.
@@ -47,7 +49,6 @@ for what changes with at-least-once and at-most-once delivery.
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -357,9 +358,7 @@ def _ship_by_value(task_class: type) -> None:
 
 
 class _ForeachBatch:
-    """Spark's ``foreachBatch``: computes the micro-batch once, into Spark's cache (a row
-    per key group), and hands the key groups' reports, its results and its dead letters
-    to ``Commit``."""
+    """Spark's ``foreachBatch``: hands each micro-batch (``_SparkBatch``) to ``Commit``."""
 
     def __init__(self, commit: Commit, reports, dead_letters: DeadLetters):
         self.commit, self.dead_letters = commit, dead_letters
@@ -367,24 +366,12 @@ class _ForeachBatch:
         self.reports = reports
 
     def __call__(self, frame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        started = time.monotonic()
         self.reports.value = {}
+        # The computing job fills Spark's cache (a row per key group): the dead letters,
+        # and the sink when it did not compute the batch itself, read it.
         frame.persist()
         try:
-            # The first action computes the micro-batch, into the cache, and the key groups'
-            # reports; the dead letters and the sink read the cache. Spark's no-op writer
-            # does so without the shuffle and the stage a count adds.
-            frame.write.format("noop").mode("overwrite").save()
-            reports = list(self.reports.value.values())
-            computing_s = time.monotonic() - started
-
-            def write_dead_letters(batch: BatchId) -> None:
-                self.dead_letters.write(frame.select(F.explode(DEAD_LETTERS).alias(BAD_RECORD_COLUMN)), batch)
-
-            results = frame.select(F.inline(F.arrays_zip(*RESULT_COLUMNS)))
-            self.commit(batch_id, reports, results, write_dead_letters, computing_s)
+            self.commit(batch_id, _SparkBatch(frame, self.reports, self.dead_letters))
         except StorageError as exc:
             exc.add_note(
                 f"micro-batch {self.commit.recovery.generation}.{batch_id} of {self.commit.directory.root} is not "
@@ -394,6 +381,28 @@ class _ForeachBatch:
             raise
         finally:
             frame.unpersist()
+
+
+class _SparkBatch:
+    """A micro-batch of the key groups' rows (``persistent.runtime.commit.MicroBatch``)."""
+
+    def __init__(self, frame, reports, dead_letters: DeadLetters):
+        from pyspark.sql import functions as F
+
+        self.frame, self.accumulator, self.dead_letters = frame, reports, dead_letters
+        self.results = frame.select(F.inline(F.arrays_zip(*RESULT_COLUMNS)))
+
+    def compute(self) -> None:
+        # Spark's no-op writer computes the batch without the shuffle and the stage a count adds.
+        self.frame.write.format("noop").mode("overwrite").save()
+
+    def reports(self) -> list:
+        return list(self.accumulator.value.values())
+
+    def write_dead_letters(self, batch: BatchId) -> None:
+        from pyspark.sql import functions as F
+
+        self.dead_letters.write(self.frame.select(F.explode(DEAD_LETTERS).alias(BAD_RECORD_COLUMN)), batch)
 
 
 @dataclass

@@ -4,7 +4,7 @@ The reports travel beside the results, not among them: each key group adds its
 report to a Spark accumulator (``Reports``), which Spark merges on the driver from
 the tasks that succeeded. The stateful function's rows are then the results and the
 dead letters only, and the driver reads the reports without a Spark job of their
-own. A report holds numbers and at most one bad record, never state.
+own. A report holds numbers, never state.
 
 A task that Spark runs again (a lost executor's shuffle output recomputed) reports
 its groups again; a micro-batch is deterministic, so the later report of a group
@@ -37,11 +37,9 @@ class GroupReport:
     max_time_ms: int
     #: Bytes of the group's state in Spark's state store (0 when it carries none).
     state_bytes: int
-    #: Bad records among the group's messages.
+    #: Bad records among the group's messages, in its dead letters (a job that fails on
+    #: bad records fails in the group's task instead).
     bad_records: int = 0
-    #: The smallest of their ``BadRecord`` JSON texts, so a job that fails on bad
-    #: records names the same one however the groups ran.
-    first_bad: str | None = None
     #: Late messages the group wrote out as dead letters (``late_records="output"``).
     late_records: int = 0
     #: The checkpoint the group wrote: its time (ms), size and CRC32; None without one.

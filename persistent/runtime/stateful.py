@@ -93,8 +93,10 @@ def group_function(
                 bad = [record.json() for record in outcome.bad]
                 if late_records is LateRecords.OUTPUT:
                     late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
-            except BadRecordError as exc:
-                bad = [exc.record.json()]  # the group is as before; the driver fails the micro-batch
+            except BadRecordError as exc:  # with BadRecords.FAIL
+                # The task fails, and with it the Spark job computing the micro-batch, so no
+                # sink writes any of its results; the driver reads the record from the error.
+                raise exc.carrying_record() from None
         results, checkpoint = group.advance(watermark_ms, checkpoints)
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:
@@ -113,12 +115,11 @@ def group_function(
         reports.add({grp: GroupReport(
             grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
-            bad_records=len(bad), first_bad=min(bad, default=None), late_records=len(late_output),
+            bad_records=len(bad), late_records=len(late_output),
             checkpoint_ms=checkpoint[0] if checkpoint else None, checkpoint_bytes=written.size,
             checkpoint_crc=written.crc, checkpoint_seconds=writing_s,
         )})
-        # A job that fails on bad records needs only the report's first one.
-        dead_letters = (bad if mode is BadRecords.DEAD_LETTER else []) + late_output
+        dead_letters = bad + late_output
         if len(results) or dead_letters:
             yield _output(results, group.monoid, dead_letters)
 

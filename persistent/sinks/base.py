@@ -42,6 +42,15 @@ def result_columns(windowed: bool) -> list[str]:
 class Sink(ABC):
     """Where results go; ``write`` must be idempotent per ``BatchId``."""
 
+    #: True for a sink whose ``write`` and ``append`` read every row of their results,
+    #: in one Spark job, whatever the sink already holds, and write nothing when that
+    #: job fails: a Spark writer (it commits the job's files once all its tasks
+    #: succeeded), a sink that collects the results to the driver before it writes.
+    #: Its write then computes the micro-batch: one Spark job per batch. Otherwise the
+    #: runtime computes the batch first, in a job of its own, and the sink reads it
+    #: from Spark's cache.
+    reads_once: bool = False
+
     @abstractmethod
     def write(self, results, batch: BatchId, windowed: bool) -> None:
         """Writes one micro-batch of results (a Spark DataFrame)."""
@@ -75,6 +84,7 @@ class TransactionalSink(Sink):
     """
 
     MARKERS = "persistent_batches"
+    reads_once = True  # the results come to the driver (``toPandas``) before the transaction
     #: Name of the database in error messages.
     DATABASE: str
     #: Query parameter placeholder.

@@ -8,7 +8,9 @@ __all__ = ["ConsoleSink"]
 
 
 class ConsoleSink(Sink):
-    """Prints each micro-batch's results (for demos; not exactly-once)."""
+    """Prints each micro-batch's first ``rows`` results (for demos; not exactly-once).
+    It reads those only (``limit``), so the runtime computes the batch before it
+    (``Sink.reads_once`` is False)."""
 
     def __init__(self, rows: int = 20):
         self.rows = rows

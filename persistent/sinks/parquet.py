@@ -24,6 +24,8 @@ class ParquetSink(Sink):
     Spark's ``_SUCCESS`` marker. A directory without ``_SUCCESS`` (a write that died
     midway) is no batch: ``rows`` and ``read`` skip it, and its replay rewrites it."""
 
+    reads_once = True  # Spark's Parquet writer: a job that fails commits no file
+
     def __init__(self, directory: str, key_column: str = "key", value_column: str = "value"):
         self.directory = directory.rstrip("/")
         self.key_column, self.value_column = key_column, value_column

@@ -302,7 +302,8 @@ class BatchProgress(Record):
     #: the groups (they write on the executors, in parallel). None in older records.
     checkpoint_seconds: float | None = None
     #: The part of ``seconds`` after the micro-batch was computed: the driver's commit
-    #: (bad records, the sink, the clock). None in older records.
+    #: (the dead letters, the sink unless its write computed the batch, the clock).
+    #: None in older records.
     commit_seconds: float | None = None
 
     @property

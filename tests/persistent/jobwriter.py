@@ -11,6 +11,7 @@ retention and the batch's ``BatchProgress``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import zlib
 from collections import Counter
 
@@ -96,9 +97,10 @@ class JobWriter:
                 checkpoint_seconds=checkpoint_seconds if first else 0.0,
             ))
         self.sent.extend(messages)
-        commit = dataclasses.replace(self.commit, timer=CommitTime(commit_seconds, finished_at_ms))
+        commit = dataclasses.replace(self.commit, timer=CommitTime(seconds - commit_seconds, commit_seconds,
+                                                                   finished_at_ms))
         results = pd.concat(outputs, ignore_index=True) if outputs else pd.DataFrame()
-        progress = commit(self.batches, reports, results, lambda batch: None, seconds - commit_seconds)
+        progress = commit(self.batches, Computed(results, reports))
         self.batches += 1
         return progress
 
@@ -126,16 +128,35 @@ class KeptResults(Sink):
         self.batches[batch] = results
 
 
+@dataclasses.dataclass
+class Computed:
+    """A micro-batch the key groups have computed (``persistent.runtime.commit.MicroBatch``);
+    its dead letters are counted, not written."""
+
+    results: pd.DataFrame
+    computed: list[GroupReport]
+
+    def compute(self) -> None:
+        pass
+
+    def reports(self) -> list[GroupReport]:
+        return self.computed
+
+    def write_dead_letters(self, batch: BatchId) -> None:
+        pass
+
+
 class CommitTime:
     """A commit's time (``persistent.runtime.commit.Timer``): each commit, which reads
-    ``monotonic`` as it begins and ends, takes ``seconds`` and ends at ``finished_at_ms``."""
+    ``monotonic`` as it begins, once the batch is computed and as it ends, spends
+    ``computing`` seconds computing and ``commit`` seconds after that, and ends at
+    ``finished_at_ms``."""
 
-    def __init__(self, seconds: float, finished_at_ms: int):
-        self.seconds, self.finished_at_ms, self.readings = seconds, finished_at_ms, 0
+    def __init__(self, computing: float, commit: float, finished_at_ms: int):
+        self.readings, self.finished_at_ms = itertools.cycle((0.0, computing, computing + commit)), finished_at_ms
 
     def monotonic(self) -> float:
-        self.readings += 1
-        return 0.0 if self.readings % 2 else self.seconds
+        return next(self.readings)
 
     def time(self) -> float:
         return self.finished_at_ms / 1000

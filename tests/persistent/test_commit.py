@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import traceback
 from pathlib import Path
 
 import pytest
@@ -29,21 +30,52 @@ FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=2)
 class Events(list):
     """What the fakes saw, in order."""
 
-    def dead_letters(self, batch: BatchId) -> None:
-        self.append(("dead letters", batch))
+
+class Batch:
+    """A micro-batch (``persistent.runtime.commit.MicroBatch``) whose computing, by
+    ``compute`` or by the sink's read of its ``results``, is an event; it fails with
+    ``fails`` when given one."""
+
+    def __init__(self, events: Events, reports: list[GroupReport], fails: Exception | None = None):
+        self.events, self.computed, self.fails = events, reports, fails
+        self.results = self
+
+    def compute(self) -> None:
+        self._compute("compute")
+
+    def read(self) -> None:
+        self._compute("read")
+
+    def _compute(self, how: str) -> None:
+        self.events.append((how,))
+        if self.fails:
+            raise self.fails
+
+    def reports(self) -> list[GroupReport]:
+        return self.computed
+
+    def write_dead_letters(self, batch: BatchId) -> None:
+        self.events.append(("dead letters", batch))
 
 
 class RecordingSink(Sink):
-    """Notes each write and append, with the clock and the position as they were then."""
+    """Notes each write and append, with the clock and the position as they were then;
+    ``reads_once``, it reads its results first."""
 
-    def __init__(self, events: Events, directory: JobDirectory):
-        self.events, self.directory = events, directory
+    def __init__(self, events: Events, directory: JobDirectory, reads_once: bool):
+        self.events, self.directory, self.reads_once = events, directory, reads_once
 
     def write(self, results, batch, windowed):
+        self._read(results)
         self.events.append(("sink", batch, self.directory.clock.read()))
 
     def append(self, results, batch, windowed):
+        self._read(results)
         self.events.append(("append", batch, self.directory.read_position()))
+
+    def _read(self, results) -> None:
+        if self.reads_once:
+            results.read()
 
 
 @pytest.fixture
@@ -58,8 +90,17 @@ def events():
 
 @pytest.fixture
 def make_commit(directory, events):
-    def make(**settings) -> Commit:
-        return Commit(directory, settings.pop("recovery", FRESH), RecordingSink(events, directory), False, **settings)
+    def make(reads_once: bool = False, **settings) -> Commit:
+        sink = RecordingSink(events, directory, reads_once)
+        return Commit(directory, settings.pop("recovery", FRESH), sink, False, **settings)
+
+    return make
+
+
+@pytest.fixture
+def batch(events):
+    def make(*reports: GroupReport, fails: Exception | None = None) -> Batch:
+        return Batch(events, list(reports), fails)
 
     return make
 
@@ -75,131 +116,155 @@ def checkpointed(directory: JobDirectory, grp: int, time_ms: int) -> GroupReport
     return report(grp, time_ms, checkpoint_bytes=written.size, checkpoint_crc=written.crc)
 
 
-def bad_json(position: str) -> str:
-    return BadRecord(position, "not a number", "the value is not a number").json()
+def bad_record(position: str) -> BadRecord:
+    return BadRecord(position, "not a number", "the value is not a number")
 
 
-def test_the_sink_is_written_before_the_clock_advances(directory, events, make_commit):
-    progress = make_commit()(0, [checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)], None,
-                             events.dead_letters)
-    assert events == [("sink", BatchId(0, 0), None)]
+def test_the_sink_is_written_before_the_clock_advances(directory, events, make_commit, batch):
+    progress = make_commit()(0, batch(checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)))
+    assert events == [("compute",), ("sink", BatchId(0, 0), None)]
     assert directory.clock.read().clock_ms == progress.clock_ms == 100
 
 
-def test_the_crash_points_stand_between_the_effects_in_their_order(directory, events, make_commit, monkeypatch):
+@pytest.mark.parametrize("reads_once, effects", [
+    (False, [("compute",), ("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]),
+    # The sink's write computes the batch: one Spark job.
+    (True, [("read",), ("sink", BatchId(0, 0)), ("dead letters", BatchId(0, 0))]),
+])
+def test_the_crash_points_stand_between_the_effects_in_their_order(directory, events, make_commit, batch,
+                                                                   monkeypatch, reads_once, effects):
     monkeypatch.setattr(commit_module, "crash_point", lambda point: events.append(("crash", point,
                                                                                    directory.clock.read())))
-    commit = make_commit(bad_records=BadRecords.DEAD_LETTER, listeners=(lambda p: events.append(("progress",)),))
-    commit(0, [checkpointed(directory, 0, 100), report(1, bad_records=1, first_bad=bad_json("f:1"))], None,
-           events.dead_letters)
-    assert [event[:2] for event in events] == [("crash", CrashPoint.BATCH), ("dead letters", BatchId(0, 0)),
-                                               ("sink", BatchId(0, 0)), ("crash", CrashPoint.CLOCK), ("progress",),
-                                               ("crash", CrashPoint.COMMITTED)]
+    commit = make_commit(reads_once, bad_records=BadRecords.DEAD_LETTER,
+                         listeners=(lambda p: events.append(("progress",)),))
+    commit(0, batch(checkpointed(directory, 0, 100), report(1, bad_records=1)))
+    assert [event[:2] for event in events] == [("crash", CrashPoint.BATCH), *effects, ("crash", CrashPoint.CLOCK),
+                                               ("progress",), ("crash", CrashPoint.COMMITTED)]
     clocks = {event[1]: event[2] for event in events if event[0] == "crash"}
     assert all(type(point) is CrashPoint for point in clocks)
     assert clocks[CrashPoint.CLOCK] is None and clocks[CrashPoint.COMMITTED].clock_ms == 100
 
 
-def test_the_clock_waits_for_every_task_it_knows_to_report_the_newest_checkpoint(directory, events, make_commit):
-    commit = make_commit()
-    commit(0, [checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)], None, events.dead_letters)
+def test_the_clock_waits_for_every_task_it_knows_to_report_the_newest_checkpoint(directory, events, make_commit,
+                                                                                  batch):
+    commit = make_commit(reads_once=True)
+    commit(0, batch(checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)))
     before = directory.clock.read()
     with pytest.raises(ClockError):
-        commit(1, [checkpointed(directory, 0, 200), report(1)], None, events.dead_letters)
+        commit(1, batch(checkpointed(directory, 0, 200), report(1)))
     assert directory.clock.read() == before
-    assert [event[:2] for event in events] == [("sink", BatchId(0, 0)), ("sink", BatchId(0, 1))]
+    assert [event[:2] for event in events if event[0] == "sink"] == [("sink", BatchId(0, 0)), ("sink", BatchId(0, 1))]
     assert [p.batch for p in directory.read_progress(10)] == [0]
 
 
-def test_the_clock_is_the_lowest_task_clock_and_a_new_task_joins_at_its_first_checkpoint(directory, events,
-                                                                                          make_commit):
+def test_the_clock_is_the_lowest_task_clock_and_a_new_task_joins_at_its_first_checkpoint(directory, make_commit,
+                                                                                          batch):
     commit = make_commit()
-    commit(0, [checkpointed(directory, 0, 100)], None, events.dead_letters)
-    progress = commit(1, [checkpointed(directory, 0, 200), checkpointed(directory, 1, 200)], None,
-                      events.dead_letters)
+    commit(0, batch(checkpointed(directory, 0, 100)))
+    progress = commit(1, batch(checkpointed(directory, 0, 200), checkpointed(directory, 1, 200)))
     record = directory.clock.read()
     assert progress.clock_ms == record.clock_ms == 200
     assert record.task_clocks == {task_name(0): 200, task_name(1): 200}
 
 
-def test_a_replayed_batch_leaves_the_clock_unchanged(directory, events, make_commit):
+def test_a_replayed_batch_leaves_the_clock_unchanged(directory, events, make_commit, batch):
     commit = make_commit()
     reports = [checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)]
-    commit(0, reports, None, events.dead_letters)
+    commit(0, batch(*reports))
     before, history = directory.clock.read(), directory.clock.history()
-    assert commit(0, reports, None, events.dead_letters).clock_ms == 100
+    assert commit(0, batch(*reports)).clock_ms == 100
     assert directory.clock.read() == before and directory.clock.history() == history
-    assert [event[:2] for event in events] == [("sink", BatchId(0, 0))] * 2
+    assert [event[:2] for event in events if event[0] == "sink"] == [("sink", BatchId(0, 0))] * 2
 
 
-def test_a_job_that_fails_on_bad_records_raises_the_smallest_first_bad_and_writes_nothing(directory, events,
-                                                                                           make_commit):
-    reports = [checkpointed(directory, 0, 100), report(1, bad_records=2, first_bad=bad_json("f:7")),
-               report(2, bad_records=1, first_bad=bad_json("f:3"))]
+class SparkJobFailed(Exception):
+    """Spark's error for a job whose task failed: the task's error as text."""
+
+
+@pytest.mark.parametrize("reads_once", [False, True])
+def test_a_batch_whose_computing_fails_on_a_bad_record_raises_it_and_writes_nothing(directory, events, make_commit,
+                                                                                     batch, reads_once):
+    record = bad_record("f:3")
+    task_error = "".join(traceback.format_exception(BadRecordError(record).carrying_record()))
+    failing = batch(checkpointed(directory, 0, 100), fails=SparkJobFailed(f"Task 1 failed:\n{task_error}\n\tat ..."))
     with pytest.raises(BadRecordError) as raised:
-        make_commit()(4, reports, None, events.dead_letters)
-    assert raised.value.record == BadRecord.from_json(bad_json("f:3")) and raised.value.count == 3
+        make_commit(reads_once)(4, failing)
+    assert raised.value.record == record and raised.value.where == "micro-batch 0.4"
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
     failed = json.loads(directory.fs.read_bytes(directory.fs.join(directory.root, "failed-batch")))
     assert failed == {"generation": 0, "batch": 4}
-    assert events == [] and directory.clock.read() is None and directory.read_progress(10) == []
+    assert events == [("read",) if reads_once else ("compute",)]
+    assert directory.clock.read() is None and directory.read_progress(10) == []
 
 
-def test_dead_letters_are_written_before_the_sink(directory, events, make_commit):
-    reports = [report(0, bad_records=2, first_bad=bad_json("f:1")), report(1, late_records=1)]
-    progress = make_commit(bad_records=BadRecords.DEAD_LETTER)(0, reports, None, events.dead_letters)
-    assert [event[:2] for event in events] == [("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]
+def test_a_batch_whose_computing_fails_otherwise_raises_that_error_and_records_no_failed_batch(directory, events,
+                                                                                              make_commit, batch):
+    failure = SparkJobFailed("Task 1 failed: disk full")
+    with pytest.raises(SparkJobFailed) as raised:
+        make_commit(reads_once=True)(4, batch(fails=failure))
+    assert raised.value is failure
+    assert not directory.fs.exists(directory.fs.join(directory.root, "failed-batch"))
+    assert directory.clock.read() is None and directory.read_progress(10) == []
+
+
+def test_dead_letters_are_written_before_the_sink_that_did_not_compute_the_batch(events, make_commit, batch):
+    progress = make_commit(bad_records=BadRecords.DEAD_LETTER)(0, batch(report(0, bad_records=2),
+                                                                        report(1, late_records=1)))
+    assert [event[:2] for event in events] == [("compute",), ("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]
     assert progress.dead_letters == 3
 
 
-def test_late_messages_go_to_the_dead_letters_in_a_job_that_fails_on_bad_records(directory, events, make_commit):
-    progress = make_commit()(0, [report(0, late_records=2)], None, events.dead_letters)
-    assert [event[:2] for event in events] == [("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]
+def test_late_messages_go_to_the_dead_letters_in_a_job_that_fails_on_bad_records(events, make_commit, batch):
+    progress = make_commit(reads_once=True)(0, batch(report(0, late_records=2)))
+    assert [event[:2] for event in events] == [("read",), ("sink", BatchId(0, 0)), ("dead letters", BatchId(0, 0))]
     assert progress.dead_letters == 2
 
 
-def test_a_batch_without_bad_or_late_records_writes_no_dead_letters(directory, events, make_commit):
-    make_commit(bad_records=BadRecords.DEAD_LETTER)(0, [report(0, late=3)], None, events.dead_letters)
-    assert [event[0] for event in events] == ["sink"]
+def test_a_batch_without_bad_or_late_records_writes_no_dead_letters(events, make_commit, batch):
+    make_commit(bad_records=BadRecords.DEAD_LETTER)(0, batch(report(0, late=3)))
+    assert [event[0] for event in events] == ["compute", "sink"]
 
 
-def checkpoint_every_boundary(directory: JobDirectory, commit: Commit, events: Events, boundaries: int) -> None:
-    for batch in range(boundaries):
-        commit(batch, [checkpointed(directory, 0, 100 * (batch + 1))], None, events.dead_letters)
+def checkpoint_every_boundary(directory: JobDirectory, commit: Commit, batch, boundaries: int) -> None:
+    for number in range(boundaries):
+        commit(number, batch(checkpointed(directory, 0, 100 * (number + 1))))
 
 
-def test_retention_keeps_the_checkpoints_the_clock_may_rewind_to(directory, events, make_commit):
-    checkpoint_every_boundary(directory, make_commit(), events, 15)
+def test_retention_keeps_the_checkpoints_the_clock_may_rewind_to(directory, make_commit, batch):
+    checkpoint_every_boundary(directory, make_commit(), batch, 15)
     oldest_ms = directory.clock.oldest_restorable_ms()
     assert oldest_ms > 100
     assert directory.store(0).times() == list(range(oldest_ms, 1501, 100))
     assert {record.clock_ms for record in directory.clock.history()} <= set(directory.store(0).times())
 
 
-def test_retention_keeps_the_checkpoints_from_the_restore_point_of_a_generation_begun_by_path_b(directory, events,
-                                                                                                make_commit):
+def test_retention_keeps_the_checkpoints_from_the_restore_point_of_a_generation_begun_by_path_b(directory, make_commit,
+                                                                                                batch):
     directory.store(0).persist(50, b"restored")
     restored = Recovery(RecoveryPath.FROM_CLOCK, 1, 50, restored=frozenset({0}), key_groups=1)
-    checkpoint_every_boundary(directory, make_commit(recovery=restored), events, 15)
+    checkpoint_every_boundary(directory, make_commit(recovery=restored), batch, 15)
     assert directory.clock.oldest_restorable_ms() > 100
     assert directory.store(0).times() == [50, *range(100, 1501, 100)]
 
 
-def test_without_checkpoints_the_commit_keeps_no_clock(directory, events, make_commit):
-    progress = make_commit(checkpoints=False)(0, [report(0, applied=5)], None, events.dead_letters)
+def test_without_checkpoints_the_commit_keeps_no_clock(directory, make_commit, batch):
+    progress = make_commit(checkpoints=False)(0, batch(report(0, applied=5)))
     assert progress.clock_ms is None and directory.clock.read() is None
     assert [p.rows for p in directory.read_progress(10)] == [5]
 
 
-def test_at_most_once_takes_the_position_before_the_sink_appends(directory, events, make_commit):
-    commit = make_commit(delivery=Delivery.AT_MOST_ONCE, checkpoints=False)
-    commit(0, [report(0, max_time_ms=250), report(1, max_time_ms=180)], None, events.dead_letters)
-    assert events == [("append", BatchId(0, 0), DeliveryPosition(0, 251))]
+@pytest.mark.parametrize("reads_once", [False, True])
+def test_at_most_once_computes_the_batch_and_takes_the_position_before_the_sink_appends(events, make_commit, batch,
+                                                                                         reads_once):
+    commit = make_commit(reads_once, delivery=Delivery.AT_MOST_ONCE, checkpoints=False)
+    commit(0, batch(report(0, max_time_ms=250), report(1, max_time_ms=180)))
+    assert events == [("compute",), *[("read",)] * reads_once, ("append", BatchId(0, 0), DeliveryPosition(0, 251))]
 
 
-def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order(directory, events, make_commit):
+def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order(directory, make_commit, batch):
     heard = []
     commit = make_commit(listeners=(lambda p: heard.append(("metrics", p)), lambda p: heard.append(("job", p))),
-                         timer=CommitTime(0.25, 1_700_000_000_000))
+                         timer=CommitTime(1.5, 0.25, 1_700_000_000_000))
     reports = [
         report(0, 100, applied=7, late=1, replayed=2, results=3, watermark_ms=150, state_bytes=40,
                checkpoint_bytes=10, checkpoint_crc=11, checkpoint_seconds=0.5),
@@ -207,7 +272,7 @@ def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order
                checkpoint_crc=12, checkpoint_seconds=0.25),
         report(2, applied=1, watermark_ms=120, state_bytes=8),
     ]
-    progress = commit(3, reports, None, events.dead_letters, computing_seconds=1.5)
+    progress = commit(3, batch(*reports))
     assert (progress.rows, progress.late, progress.replayed, progress.results) == (12, 1, 2, 4)
     assert (progress.checkpoints, progress.checkpoint_bytes, progress.checkpoint_seconds) == (2, 15, 0.75)
     assert progress.checkpoint_crcs == {task_name(0): 11, task_name(1): 12}

@@ -119,6 +119,9 @@ def test_fail_mode_names_file_and_line_and_keeps_what_was_committed(spark, tmp_p
     with pytest.raises(Exception, match=r"bad record at .*b\.jsonl line 2: not JSON") as failure:
         field_sum_job(inputs, tmp_path, BadRecords.FAIL, progress).run(spark)
     assert "BadRecordError" in str(failure.value)
+    # The driver read the record from the key group's failed task, and recorded the failed batch.
+    failed = json.loads((tmp_path / "ck" / "failed-batch").read_text())
+    assert failed["generation"] == 0 and failed["batch"] >= 1
     assert sums(tmp_path) == {"a": 1, "b": 2}
     assert committed(tmp_path) == before
 
