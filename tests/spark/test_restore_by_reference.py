@@ -168,4 +168,4 @@ def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
                            reports)
     assert frame.schema.names == ["key", "window_start", "window_end", "value", "dead_letters"]
     assert not any(isinstance(f.dataType, BinaryType) for f in frame.schema)
-    assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None", "str | None"}
+    assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None"}
