@@ -57,6 +57,7 @@ class FailingSink(Sink):
 
     def __init__(self, sink: Sink):
         self.sink, self.calls = sink, 0
+        self.reads_once = sink.reads_once
 
     def write(self, results, batch, windowed):
         self._call(self.sink.write, results, batch, windowed)

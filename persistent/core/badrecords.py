@@ -10,7 +10,7 @@ a ``BadRecord``: where it comes from, the record as text, and why it is bad.
 A job chooses with ``BadRecords`` what happens to them:
 
 - ``FAIL``: the micro-batch fails with a ``BadRecordError`` naming the record and
-  its position, before anything of that batch reaches the sink or a checkpoint;
+  its position, before anything of that batch reaches the sink or the clock;
 - ``DEAD_LETTER``: the record goes to the dead-letter output (``DeadLetters``), is
   counted in the progress record, and the other records are processed.
 
@@ -126,15 +126,14 @@ def _plain(value: Any) -> Any:
 
 class BadRecordError(InputError):
     """A bad record in a job that fails on bad records (``BadRecords.FAIL``): ``record``,
-    the first of ``count`` bad records ``where`` (a micro-batch, for instance)."""
+    found ``where`` (a micro-batch, for instance; empty when the caller knows)."""
 
-    def __init__(self, record: BadRecord, count: int = 1, where: str = ""):
-        self.record, self.count, self.where = record, count, where
-        more = f" ({count} bad records{' in ' + where if where else ''}; this is the first)" if count > 1 else ""
-        super().__init__(f"bad record at {record.describe()}{more}")
+    def __init__(self, record: BadRecord, where: str = ""):
+        self.record, self.where = record, where
+        super().__init__(f"bad record{' in ' + where if where else ''} at {record.describe()}")
 
     def __reduce__(self):
-        return type(self), (self.record, self.count, self.where), self.__dict__
+        return type(self), (self.record, self.where), self.__dict__
 
     def carrying_record(self) -> BadRecordError:
         """This error with its record as JSON in a note, which Python prints with the
@@ -151,8 +150,11 @@ class BadRecordError(InputError):
         start = text.find(_CARRIED)
         if start < 0:
             return None
-        data, _ = json.JSONDecoder().raw_decode(text, start + len(_CARRIED))
-        return BadRecord.from_dict(data)
+        try:
+            data, _ = json.JSONDecoder().raw_decode(text, start + len(_CARRIED))
+            return BadRecord.from_dict(data)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None  # cut or changed on its way: the error says what it says
 
 
 class DeadLetters:

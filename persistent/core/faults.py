@@ -25,15 +25,17 @@ _VARIABLE = "PERSISTENT_CRASH_POINT"
 
 
 class CrashPoint(Choice, enum.StrEnum):
-    """The crash points, in the order a micro-batch reaches them. A member is its
-    value, the ``NAME`` of ``PERSISTENT_CRASH_POINT``."""
+    """The crash points, in the order a micro-batch reaches them (with a sink that
+    reads its results once, ``sink`` comes before ``batch``: its write computes the
+    batch). A member is its value, the ``NAME`` of ``PERSISTENT_CRASH_POINT``."""
 
     #: On an executor, a key group's checkpoint durable, its task not finished (the
     #: micro-batch's other checkpoints may not be written yet).
     CHECKPOINTS = "checkpoints"
     #: On an executor, a key group's new state handed to Spark's state store.
     GROUP = "group"
-    #: On the driver, the micro-batch's results computed, nothing committed.
+    #: On the driver, the micro-batch computed, nothing committed but Spark's state
+    #: store and, with a sink that reads its results once, the sink.
     BATCH = "batch"
     #: Inside the sink's transaction, the results written but not committed.
     SINK = "sink"

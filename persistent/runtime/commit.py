@@ -28,7 +28,7 @@ this order:
 
 The key groups wrote their checkpoints before they reported them, so the clock names
 durable checkpoints only, and everything it covers has reached the sink. The crash
-points of the failure tests (``persistent.core.faults``) are ``batch`` before 1,
+points of the failure tests (``persistent.core.faults``) are ``batch`` after 1,
 ``clock`` before 4 and ``committed`` after 6.
 
 Nothing here imports Spark: ``tests/persistent/test_commit.py`` drives the commit
@@ -105,7 +105,6 @@ class Commit:
     def __call__(self, batch_id: int, micro_batch: MicroBatch) -> BatchProgress:
         """Computes and commits Spark's micro-batch ``batch_id``; returns its progress."""
         started = self.timer.monotonic()
-        crash_point(CrashPoint.BATCH)
         batch = BatchId(self.recovery.generation, batch_id)
         with self._failing_on_bad_records(batch):
             if self.sink_computes:
@@ -114,6 +113,7 @@ class Commit:
                 micro_batch.compute()
         reports = micro_batch.reports()
         computed = self.timer.monotonic()
+        crash_point(CrashPoint.BATCH)
         dead_letters = self._dead_letters(batch, reports, micro_batch.write_dead_letters)
         if not self.sink_computes:
             next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
@@ -157,7 +157,7 @@ class Commit:
         try:
             yield
         except Exception as exc:
-            record = BadRecordError.carried_in(exc)
+            record = BadRecordError.carried_in(exc) if self.bad_records is BadRecords.FAIL else None
             if record is None:
                 raise
             self.directory.record_failed_batch(batch.generation, batch.batch)

@@ -48,7 +48,9 @@ class Sink(ABC):
     #: succeeded), a sink that collects the results to the driver before it writes.
     #: Its write then computes the micro-batch: one Spark job per batch. Otherwise the
     #: runtime computes the batch first, in a job of its own, and the sink reads it
-    #: from Spark's cache.
+    #: from Spark's cache. A subclass that overrides ``write`` or ``append`` keeps it
+    #: True only if they still read every row, a replayed batch's too: a batch nobody
+    #: computed leaves Spark's state store without its version.
     reads_once: bool = False
 
     @abstractmethod

@@ -252,3 +252,13 @@ def test_a_bad_record_error_carries_its_record_through_the_text_of_the_errors_ar
     around = RuntimeError(f"Job aborted: Task 0 failed 4 times, most recent failure:\n{printed}\n\tat org.apache")
     assert BadRecordError.carried_in(around) == record
     assert BadRecordError.carried_in(RuntimeError(str(BadRecordError(record)))) is None
+    cut = printed[:printed.index('"record"') + 12]
+    assert BadRecordError.carried_in(RuntimeError(f"Job aborted: {cut}")) is None
+    assert BadRecordError.carried_in(RuntimeError(printed.replace('"reason"', '"why"'))) is None
+
+
+def test_a_bad_record_error_names_where_the_record_was_found():
+    record = BadRecord("in/a.jsonl line 2", "{", "not JSON")
+    assert str(BadRecordError(record)) == "bad record at in/a.jsonl line 2: not JSON; record: {"
+    assert str(BadRecordError(record, "micro-batch 0.4")) == (
+        "bad record in micro-batch 0.4 at in/a.jsonl line 2: not JSON; record: {")

@@ -127,9 +127,9 @@ def test_the_sink_is_written_before_the_clock_advances(directory, events, make_c
 
 
 @pytest.mark.parametrize("reads_once, effects", [
-    (False, [("compute",), ("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]),
+    (False, [("compute",), ("crash", CrashPoint.BATCH), ("dead letters", BatchId(0, 0)), ("sink", BatchId(0, 0))]),
     # The sink's write computes the batch: one Spark job.
-    (True, [("read",), ("sink", BatchId(0, 0)), ("dead letters", BatchId(0, 0))]),
+    (True, [("read",), ("sink", BatchId(0, 0)), ("crash", CrashPoint.BATCH), ("dead letters", BatchId(0, 0))]),
 ])
 def test_the_crash_points_stand_between_the_effects_in_their_order(directory, events, make_commit, batch,
                                                                    monkeypatch, reads_once, effects):
@@ -138,8 +138,8 @@ def test_the_crash_points_stand_between_the_effects_in_their_order(directory, ev
     commit = make_commit(reads_once, bad_records=BadRecords.DEAD_LETTER,
                          listeners=(lambda p: events.append(("progress",)),))
     commit(0, batch(checkpointed(directory, 0, 100), report(1, bad_records=1)))
-    assert [event[:2] for event in events] == [("crash", CrashPoint.BATCH), *effects, ("crash", CrashPoint.CLOCK),
-                                               ("progress",), ("crash", CrashPoint.COMMITTED)]
+    assert [event[:2] for event in events] == [*effects, ("crash", CrashPoint.CLOCK), ("progress",),
+                                               ("crash", CrashPoint.COMMITTED)]
     clocks = {event[1]: event[2] for event in events if event[0] == "crash"}
     assert all(type(point) is CrashPoint for point in clocks)
     assert clocks[CrashPoint.CLOCK] is None and clocks[CrashPoint.COMMITTED].clock_ms == 100
@@ -181,12 +181,17 @@ class SparkJobFailed(Exception):
     """Spark's error for a job whose task failed: the task's error as text."""
 
 
+def failed_on(record: BadRecord) -> SparkJobFailed:
+    """Spark's error for a job whose key group failed its task on ``record``."""
+    task_error = "".join(traceback.format_exception(BadRecordError(record).carrying_record()))
+    return SparkJobFailed(f"Task 1 failed:\n{task_error}\n\tat ...")
+
+
 @pytest.mark.parametrize("reads_once", [False, True])
 def test_a_batch_whose_computing_fails_on_a_bad_record_raises_it_and_writes_nothing(directory, events, make_commit,
                                                                                      batch, reads_once):
     record = bad_record("f:3")
-    task_error = "".join(traceback.format_exception(BadRecordError(record).carrying_record()))
-    failing = batch(checkpointed(directory, 0, 100), fails=SparkJobFailed(f"Task 1 failed:\n{task_error}\n\tat ..."))
+    failing = batch(checkpointed(directory, 0, 100), fails=failed_on(record))
     with pytest.raises(BadRecordError) as raised:
         make_commit(reads_once)(4, failing)
     assert raised.value.record == record and raised.value.where == "micro-batch 0.4"
@@ -197,11 +202,16 @@ def test_a_batch_whose_computing_fails_on_a_bad_record_raises_it_and_writes_noth
     assert directory.clock.read() is None and directory.read_progress(10) == []
 
 
-def test_a_batch_whose_computing_fails_otherwise_raises_that_error_and_records_no_failed_batch(directory, events,
-                                                                                              make_commit, batch):
-    failure = SparkJobFailed("Task 1 failed: disk full")
+@pytest.mark.parametrize("bad_records, failure", [
+    (BadRecords.FAIL, SparkJobFailed("Task 1 failed: disk full")),
+    # Only a job that fails on bad records reads them from an error.
+    (BadRecords.DEAD_LETTER, failed_on(bad_record("f:3"))),
+])
+def test_a_batch_whose_computing_fails_otherwise_raises_that_error_and_records_no_failed_batch(directory, make_commit,
+                                                                                              batch, bad_records,
+                                                                                              failure):
     with pytest.raises(SparkJobFailed) as raised:
-        make_commit(reads_once=True)(4, batch(fails=failure))
+        make_commit(reads_once=True, bad_records=bad_records)(4, batch(fails=failure))
     assert raised.value is failure
     assert not directory.fs.exists(directory.fs.join(directory.root, "failed-batch"))
     assert directory.clock.read() is None and directory.read_progress(10) == []

@@ -32,7 +32,7 @@ def test_a_bad_setting_is_a_config_error():
 
 @pytest.mark.parametrize("error, fields", [
     (InputFileChangedError("in/a.txt", "files source: in/a.txt changed"), ("path",)),
-    (BadRecordError(BadRecord("in/a.jsonl line 2", "{", "not JSON"), 3, "micro-batch 0.4"), ("record", "count", "where")),
+    (BadRecordError(BadRecord("in/a.jsonl line 2", "{", "not JSON"), "micro-batch 0.4"), ("record", "where")),
 ])
 def test_an_error_keeps_its_fields_message_and_notes_through_pickling(error, fields):
     error.add_note("what to do")

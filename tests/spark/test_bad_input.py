@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from monoids import Sum
-from persistent import BadRecords, FilesSource, Job, PersistentTask, SQLiteSink
+from persistent import BadRecords, ConsoleSink, FilesSource, Job, ParquetSink, PersistentTask, SQLiteSink
 from state import NonWindowState
 
 pytestmark = pytest.mark.spark
@@ -116,7 +116,7 @@ def test_fail_mode_names_file_and_line_and_keeps_what_was_committed(spark, tmp_p
     assert any(name.startswith("clock") for name in before)
 
     (inputs / "b.jsonl").write_text(LATER[0] + "\nnot json\n" + LATER[1] + "\n")
-    with pytest.raises(Exception, match=r"bad record at .*b\.jsonl line 2: not JSON") as failure:
+    with pytest.raises(Exception, match=r"bad record in micro-batch 0\.\d+ at .*b\.jsonl line 2: not JSON") as failure:
         field_sum_job(inputs, tmp_path, BadRecords.FAIL, progress).run(spark)
     assert "BadRecordError" in str(failure.value)
     # The driver read the record from the key group's failed task, and recorded the failed batch.
@@ -130,6 +130,23 @@ def test_fail_mode_names_file_and_line_and_keeps_what_was_committed(spark, tmp_p
     field_sum_job(inputs, tmp_path, BadRecords.FAIL, progress).run(spark)
     assert sums(tmp_path) == {"a": 11, "b": 2, "c": 3}
     assert not (tmp_path / "ck" / "dead-letters").exists()
+
+
+@pytest.mark.parametrize("sink", ["parquet", "console"])
+def test_fail_mode_fails_before_the_sink_writes_whether_or_not_its_write_computes_the_batch(spark, tmp_path, capfd,
+                                                                                            sink):
+    # The Parquet sink's write computes the batch (Sink.reads_once); the console's reads
+    # some rows only, so the batch is computed before it.
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text("\n".join(GOOD + ["not json"]) + "\n")
+    parquet = ParquetSink(str(tmp_path / "out"))
+    chosen = parquet if sink == "parquet" else ConsoleSink()
+    job = replace(field_sum_job(inputs, tmp_path, BadRecords.FAIL, []), sink=chosen)
+    with pytest.raises(Exception, match=r"bad record in micro-batch 0\.0 at .*a\.jsonl line 3: not JSON"):
+        job.run(spark)
+    assert json.loads((tmp_path / "ck" / "failed-batch").read_text()) == {"generation": 0, "batch": 0}
+    assert not list((tmp_path / "out").rglob("*.parquet")) and "-- batch" not in capfd.readouterr().out
 
 
 def test_records_the_source_cannot_read_go_around_prepare(spark, tmp_path):
