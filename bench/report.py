@@ -17,10 +17,14 @@ def _cell(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _row(r: RunResult) -> list[str]:
+def _name(r: RunResult) -> str:
     name = r.name if r.distribution == "uniform" else f"{r.name} ({r.distribution})"
+    return name + (f" [{r.note}]" if r.note else "")
+
+
+def _row(r: RunResult) -> list[str]:
     return [
-        name + (f" [{r.note}]" if r.note else ""),
+        _name(r),
         f"{r.keys:,}",
         _cell(r.rows_per_s, ",.0f"),
         _cell(r.median_batch_ms, ",.0f"),
@@ -40,7 +44,7 @@ def cpu_table(results: list[RunResult]) -> str:
     """A Markdown table of the CPU seconds each run used, by kind (``bench.measure.cpu_used``),
     with its wall seconds: what a run on few cores shares its cores with."""
     header = ["implementation", "keys", "wall s", *(f"{kind} s" for kind in CPU_KINDS)]
-    rows = [[_row(r)[0], f"{r.keys:,}", f"{r.wall_s:.1f}", *(_cell(r.cpu_s.get(kind), ".1f") for kind in CPU_KINDS)]
+    rows = [[_name(r), f"{r.keys:,}", f"{r.wall_s:.1f}", *(_cell(r.cpu_s.get(kind), ".1f") for kind in CPU_KINDS)]
             for r in results if r.cpu_s]
     return _markdown([header] + rows)
 

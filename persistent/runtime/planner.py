@@ -25,10 +25,11 @@ Per micro-batch, inside Spark:
 2. on the driver (``foreachBatch``, which hands the micro-batch to the plain-Python
    ``persistent.runtime.commit.Commit``): the results go to the sink (idempotent per
    batch; a sink that reads its results once computes the batch as it writes them,
-   so a micro-batch is one Spark job); then, once every key group known to the clock has reported its checkpoint
-   at ``T``, the global minimum checkpoint clock advances to the minimum of the tasks'
-   clocks. The clock never names a checkpoint that is not durable, and no state
-   bytes reach the driver: it collects reports of a few numbers per key group.
+   so a micro-batch is one Spark job); then, once every key group known to the clock
+   has reported its checkpoint at ``T``, the global minimum checkpoint clock advances
+   to the minimum of the tasks' clocks. The clock never names a checkpoint that is not
+   durable, and no state bytes reach the driver: it collects reports of a few numbers
+   per key group.
 
 A key group with no state in Spark's state store in a generation begun by path B
 reads its own checkpoint at the restore point (restore by reference), and every
