@@ -13,6 +13,7 @@ bytes reach the driver.
 
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -71,6 +72,7 @@ def group_function(
     floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
 
     def run_group(key, frames, state):
+        _freeze_the_libraries()
         grp = slot_group(int(key[0]), key_groups)
         if state.exists and carries:
             group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
@@ -124,6 +126,26 @@ def group_function(
             yield _output(results, group.monoid, dead_letters)
 
     return run_group
+
+
+def _freeze_the_libraries() -> None:
+    """Moves what this Python worker holds so far (the objects of pandas, pyarrow,
+    PySpark, the job's task) out of the garbage collector's sight, once per process.
+
+    PySpark's worker runs a full ``gc.collect()`` after each task it is reused for,
+    walking some 100,000 objects of the libraries that never become garbage: 40 % of
+    the workers' CPU time at 100,000 keys. ``gc.freeze`` leaves them to reference
+    counting alone; the collection before it frees what is already garbage, so no
+    cycle is kept forever. (A flag, not ``gc.get_freeze_count()``, which counts the
+    frozen objects one by one.)"""
+    if not _FROZEN:
+        gc.collect()
+        gc.freeze()
+        _FROZEN.append(True)
+
+
+#: Whether this process has frozen its libraries' objects (``_freeze_the_libraries``).
+_FROZEN: list[bool] = []
 
 
 def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Written:
