@@ -107,6 +107,12 @@ def decode_record(raw: bytes, where: str, remedy: str = _RESTORE_OLDER) -> tuple
     return timestamp_ms, payload
 
 
+def _record_crc(record: bytes) -> int:
+    """The CRC32 a record's header holds."""
+    (crc,) = struct.unpack_from(">I", record, _CRC_OFFSET)
+    return crc
+
+
 class Written(NamedTuple):
     """What ``CheckpointStore.persist`` wrote: the file's size in bytes and its record's CRC32."""
 
@@ -144,8 +150,7 @@ class CheckpointStore:
         """
         record = encode_record(timestamp_ms, data)
         self.fs.write_atomic(self.path(timestamp_ms), record)
-        (crc,) = struct.unpack_from(">I", record, _CRC_OFFSET)
-        return Written(len(record), crc)
+        return Written(len(record), _record_crc(record))
 
     def require(self, timestamp_ms: int) -> None:
         """Raises ``MissingCheckpointError`` unless a checkpoint file at ``timestamp_ms``
@@ -153,11 +158,12 @@ class CheckpointStore:
         if not self.fs.exists(self.path(timestamp_ms)):
             raise self._missing(timestamp_ms)
 
-    def recover(self, timestamp_ms: int) -> bytes:
-        """The data of the checkpoint at exactly ``timestamp_ms``.
+    def recover(self, timestamp_ms: int, crc: int | None = None) -> bytes:
+        """The data of the checkpoint at exactly ``timestamp_ms``; with ``crc``, of the
+        one ``persist`` wrote with that CRC32 (``Written.crc``).
 
         Raises ``MissingCheckpointError`` when there is none and
-        ``CorruptCheckpointError`` when its file is torn or corrupt.
+        ``CorruptCheckpointError`` when its file is torn or corrupt, or holds another record.
         """
         path = self.path(timestamp_ms)
         try:
@@ -169,6 +175,12 @@ class CheckpointStore:
             raise CorruptCheckpointError(
                 f"corrupt record {path}: header says {found_ms} ms, file name says {timestamp_ms} ms "
                 f"(file copied or renamed?); {_RESTORE_OLDER}", path
+            )
+        found_crc = _record_crc(raw)
+        if crc is not None and found_crc != crc:
+            raise CorruptCheckpointError(
+                f"{path} holds another checkpoint than the one expected: its CRC32 is {found_crc}, "
+                f"not {crc} (written again since?)", path
             )
         return data
 

@@ -66,6 +66,16 @@ class PersistentState(Generic[V]):
             return table
         return decode_table(resume_state, self.monoid, interval_ms, self.window, what, ttl_ms=self.ttl_ms)
 
+    def follow(self, interval_ms: int, checkpoint_ms: int, checkpoint: bytes, since: bytes,
+               what: str = "state") -> KeyedTable:
+        """The live state from the checkpoint at ``checkpoint_ms`` and the rows after it
+        (``KeyedTable.encode_since_checkpoint`` bytes); ``CorruptCheckpointError`` (or
+        ``StateValueError``) naming ``what`` when either is damaged, of another monoid,
+        window, interval or ``ttl_ms``, or when they do not belong together."""
+        table = self.build(interval_ms, checkpoint, checkpoint_ms)
+        table.follow(self.build(interval_ms, since, what=what))
+        return table
+
 
 @dataclass(frozen=True)
 class NonWindowState(PersistentState[V]):

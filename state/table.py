@@ -502,6 +502,11 @@ class KeyedTable:
                 f"cannot absorb a table checkpointed at {other.checkpoint_ms} ms (windows emitted to "
                 f"{other.emitted_ms} ms) into one at {self.checkpoint_ms} ms ({self.emitted_ms} ms)"
             )
+        self._append(other)
+        self.late_count += other.late_count
+
+    def _append(self, other: KeyedTable) -> None:
+        """Adds ``other``'s rows after this table's, none of them touched."""
         self.keys = np.concatenate([self.keys, other.keys])
         self.buckets = np.concatenate([self.buckets, other.buckets])
         self.values = np.concatenate([self.values, other.values])
@@ -509,9 +514,38 @@ class KeyedTable:
             self.times = np.concatenate([self.times, other.times])
         self._codes = None
         if self._touched is not None:
-            # Moved rows, not updated ones.
             self._touched = np.concatenate([self._touched, np.zeros(len(other.keys), dtype=bool)])
-        self.late_count += other.late_count
+
+    # -- following a checkpoint ----------------------------------------------------
+
+    @property
+    def follows_checkpoints(self) -> bool:
+        """Whether the rows before the last checkpoint are the ones it holds, so that the
+        checkpoint and ``encode_since_checkpoint`` make the table again (``follow``).
+
+        Updates never reach those rows (messages before the checkpoint are late), nor do
+        closing windows; a checkpoint prunes them only as it is taken. Expiry
+        (``ttl_ms``) drops keys of every time, those rows included: such a table is
+        encoded whole."""
+        return self.ttl_ms is None
+
+    def encode_since_checkpoint(self) -> bytes:
+        """The rows the last checkpoint does not hold (buckets from ``checkpoint_ms`` on)
+        and the table's counters, in ``encode``'s format: with that checkpoint's bytes,
+        ``follow`` makes this table again (``follows_checkpoints`` says when)."""
+        return self._encode(self.buckets >= self.checkpoint_ms, self.checkpoint_ms, self.emitted_ms)
+
+    def follow(self, since: KeyedTable) -> None:
+        """Adds the rows of ``since`` (the decoded ``encode_since_checkpoint`` of a table
+        whose checkpoint this table is) and takes its counters: this table becomes the
+        one that encoded them, its rows after the checkpoint's."""
+        if since.checkpoint_ms != self.checkpoint_ms or bool((since.buckets < self.checkpoint_ms).any()):
+            raise CorruptCheckpointError(
+                f"the rows since the checkpoint at {since.checkpoint_ms} ms do not follow the checkpoint at "
+                f"{self.checkpoint_ms} ms"
+            )
+        self._append(since)
+        self.emitted_ms, self.late_count = since.emitted_ms, since.late_count
 
     def recover(self, timestamp_ms: int, data: bytes) -> None:
         """Replaces the state with the checkpoint ``data`` taken at ``timestamp_ms``."""

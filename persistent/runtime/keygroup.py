@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -31,21 +32,25 @@ from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordEr
 from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
 from state.checkpoint_store import MAGIC as RECORD_MAGIC
 from state.checkpoint_store import check_time_ms, decode_record, encode_record
-from state.errors import CorruptCheckpointError, StateValueError
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.table import KeyedTable
 
-__all__ = ["KeyGroup", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
+__all__ = ["KeyGroup", "Base", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
 
 #: Columns of the messages a key group takes.
 MESSAGE_COLUMNS = ("key", "timestamp", "value")
 
 #: A key group's state (``KeyGroup.encode``) is a record of ``encode_record``: magic
 #: ``PCKP``, version, time, length and a CRC32 over them and the payload, which checks
-#: the compressed bytes before zstd reads them. The payload is the size of the table's
-#: bytes (``_STATE_SIZE``, which ``pa.decompress`` needs), then the table's bytes
-#: compressed with ``_STATE_CODEC``. The size leads the payload rather than taking the
-#: record's time, which stays 0: the table's bytes carry the times of the state.
+#: the compressed bytes before zstd reads them. The record's time is 0 for a whole
+#: state: its payload is the size of the table's bytes (``_STATE_SIZE``, which
+#: ``pa.decompress`` needs), then the table's bytes compressed with ``_STATE_CODEC``.
+#: A state that follows the group's checkpoint at ``T`` (``T`` > 0: no checkpoint is at
+#: 0) has the time ``T``; its payload is the CRC32 of that checkpoint's record and the
+#: size (``_FOLLOWING``), then compressed the bytes of the rows since the checkpoint
+#: (``KeyedTable.encode_since_checkpoint``).
 _STATE_SIZE = struct.Struct(">Q")
+_FOLLOWING = struct.Struct(">IQ")
 _STATE_CODEC = "zstd"
 _STATE = "key group state"
 _STATE_REMEDY = "delete DIR/spark/ to restart the job from the clock (path B)"
@@ -73,8 +78,17 @@ class GroupOutput:
     bad: list[BadRecord] = field(default_factory=list)
 
 
-def _decompressed(data: bytes) -> bytes:
-    """The table's bytes in a key group's state (``KeyGroup.encode``), or in the state
+class Base(NamedTuple):
+    """A durable checkpoint of a key group, which its state can follow (``KeyGroup.encode``)."""
+
+    time_ms: int
+    #: The CRC32 of the checkpoint's record (``state.checkpoint_store.Written.crc``).
+    crc: int
+
+
+def _decompressed(data: bytes) -> tuple[Base | None, bytes]:
+    """The checkpoint a key group's state (``KeyGroup.encode``) follows, if any, and its
+    table's bytes (whole, or since that checkpoint); or the table's bytes in the state
     of an earlier version: the ``_EARLIER_FRAME``, or the table's bytes as they are.
 
     The state is read through a memoryview, without copies: the CRC32 of the record
@@ -82,11 +96,12 @@ def _decompressed(data: bytes) -> bytes:
     here: a flipped bit could decompress to other bytes)."""
     view = memoryview(data)
     if view[:len(RECORD_MAGIC)] == RECORD_MAGIC:
-        _, payload = decode_record(view, _STATE, _STATE_REMEDY)
-        if len(payload) < _STATE_SIZE.size:
+        time_ms, payload = decode_record(view, _STATE, _STATE_REMEDY)
+        frame = _FOLLOWING if time_ms else _STATE_SIZE
+        if len(payload) < frame.size:
             raise CorruptCheckpointError(f"{_STATE}: {len(payload)} bytes are too short for its size")
-        (size,) = _STATE_SIZE.unpack_from(payload)
-        return _decompress(payload[_STATE_SIZE.size:], size)
+        *crc, size = frame.unpack_from(payload)
+        return Base(time_ms, *crc) if time_ms else None, _decompress(payload[frame.size:], size)
     if view[:len(_EARLIER_MAGIC)] == _EARLIER_MAGIC:
         if len(view) < _EARLIER_FRAME.size:
             raise CorruptCheckpointError(f"{_STATE}: {len(view)} bytes are too short for its frame")
@@ -94,8 +109,12 @@ def _decompressed(data: bytes) -> bytes:
         table = _decompress(view[_EARLIER_FRAME.size:], size)
         if zlib.crc32(table) != crc:
             raise CorruptCheckpointError(f"{_STATE}: its bytes do not match their CRC32")
-        return table
-    return data  # the table's bytes, as the earliest versions kept them (or damaged: decode_table says)
+        return None, table
+    return None, data  # the table's bytes, as the earliest versions kept them (or damaged: decode_table says)
+
+
+def _compress(data: bytes) -> bytes:
+    return pa.compress(data, codec=_STATE_CODEC, asbytes=True)
 
 
 def _decompress(compressed: memoryview, size: int) -> bytes:
@@ -221,6 +240,8 @@ class KeyGroup:
         #: Messages before this time are inside the restored checkpoint: dropped, not applied.
         self.floor_ms = floor_ms
         self.table = spec.build(interval_ms, checkpoint_ms=floor_ms) if table is None else table
+        #: The durable checkpoint the table's rows before its last checkpoint come from, if known.
+        self.base: Base | None = None
 
     # -- construction --------------------------------------------------------------
 
@@ -232,21 +253,60 @@ class KeyGroup:
         return group
 
     @classmethod
-    def decode(cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes) -> KeyGroup:
+    def decode(
+        cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes,
+        checkpoints: Callable[[int, int], bytes] | None = None,
+    ) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state), or from the
-        state of an earlier version (``_decompressed``)."""
+        state of an earlier version (``_decompressed``). A state that follows a
+        checkpoint reads it with ``checkpoints(time_ms, crc)``, which returns the data
+        of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``
+        (``state.checkpoint_store.CheckpointStore.recover``)."""
+        base, table = _decompressed(data)
         group = cls(task, interval_ms, floor_ms)
-        group.table = group.spec.build(interval_ms, _decompressed(data), what=_STATE)
+        if base is None:
+            group.table = group.spec.build(interval_ms, table, what=_STATE)
+            return group
+        if checkpoints is None:
+            raise StateValueError(f"the {_STATE} follows its checkpoint at {base.time_ms} ms: "
+                                  "decoding it needs the group's checkpoints")
+        try:
+            group.table = group.spec.follow(interval_ms, base.time_ms, checkpoints(*base), table, what=_STATE)
+        except (CorruptCheckpointError, MissingCheckpointError) as exc:
+            exc.add_note(f"The {_STATE} follows the checkpoint at {base.time_ms} ms; {_STATE_REMEDY}.")
+            raise
+        group.base = base
         return group
 
     def encode(self) -> bytes:
-        """The whole state of the group: a record (``encode_record``, with its CRC32)
-        of the table's size and bytes compressed (``_STATE_SIZE``). Spark's state store
-        keeps these bytes, and Spark hands them to Python through its pickler, which
-        copies a binary value one byte at a time: a quarter of the bytes is a quarter
-        of the work."""
+        """The state of the group, a record (``encode_record``, with its CRC32) of
+        compressed table bytes. Spark's state store keeps these bytes, and Spark hands
+        them to Python through its pickler, which copies a binary value one byte at a
+        time: a quarter of the bytes is a quarter of the work.
+
+        When the table's rows before its last checkpoint are those of a durable
+        checkpoint (``checkpointed``), the state follows it: only the rows since then
+        (``KeyedTable.encode_since_checkpoint``) and the checkpoint's time and CRC32
+        (``_FOLLOWING``), so a micro-batch hands Spark what changed since the group's
+        last checkpoint, not every key it holds. Else the whole table (``_STATE_SIZE``).
+
+        A replayed micro-batch decodes the state of the one before, whose checkpoint
+        the job keeps: the clock's history (``ClockStore.keep`` records) keeps the
+        checkpoints of the clocks before the current one."""
+        base = self.base
+        if base is not None and base.time_ms == self.table.checkpoint_ms and self.table.follows_checkpoints:
+            data = self.table.encode_since_checkpoint()
+            return encode_record(base.time_ms, _FOLLOWING.pack(base.crc, len(data)) + _compress(data))
         data = self.table.encode()
-        return encode_record(0, _STATE_SIZE.pack(len(data)) + pa.compress(data, codec=_STATE_CODEC, asbytes=True))
+        return encode_record(0, _STATE_SIZE.pack(len(data)) + _compress(data))
+
+    def checkpointed(self, base: Base) -> None:
+        """Takes note that the checkpoint ``advance`` took at ``base.time_ms`` is durable,
+        its record's CRC32 ``base.crc``: ``encode`` may follow it."""
+        if base.time_ms != self.table.checkpoint_ms or not base.time_ms:
+            raise StateValueError(f"the group's last checkpoint is at {self.table.checkpoint_ms} ms "
+                                  f"(0: none), not {base.time_ms} ms")
+        self.base = base
 
     # -- processing ----------------------------------------------------------------
 

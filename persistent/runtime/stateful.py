@@ -6,7 +6,10 @@ state store. The group's ``KeyGroup`` (``persistent.runtime.keygroup``) is decod
 from that state, restored from its own checkpoint (restore by reference, in a
 generation begun by path B) or started empty; it applies the messages, emits its
 results, writes its checkpoint when the watermark has passed a boundary, hands its
-new state back to Spark and adds its ``GroupReport`` to the job's accumulator. The
+new state back to Spark and adds its ``GroupReport`` to the job's accumulator. Once
+the group has written a checkpoint, its state in Spark holds the rows since then and
+the checkpoint's time and CRC32, and the next micro-batch reads the rest from the
+checkpoint (``KeyGroup.encode``). The
 one row it yields holds its results and dead letters (``output_schema``); no state
 bytes reach the driver.
 """
@@ -22,7 +25,7 @@ import pandas as pd
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
-from persistent.runtime.keygroup import KeyGroup
+from persistent.runtime.keygroup import Base, KeyGroup
 from persistent.runtime.layout import slot_group
 from persistent.runtime.reports import GroupReport
 from persistent.storage.filesystems import JobStorage
@@ -75,7 +78,7 @@ def group_function(
         _freeze_the_libraries()
         grp = slot_group(int(key[0]), key_groups)
         if state.exists and carries:
-            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0])
+            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], storage.directory().store(grp).recover)
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
@@ -105,6 +108,7 @@ def group_function(
             began = time.monotonic()
             written = _persist(storage.directory(), grp, *checkpoint)
             writing_s = time.monotonic() - began
+            group.checkpointed(Base(checkpoint[0], written.crc))
             crash_point(CrashPoint.CHECKPOINTS)
         encoded = b""
         if carries:

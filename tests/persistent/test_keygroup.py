@@ -4,6 +4,7 @@ followed by a replay gives the result of an uninterrupted run."""
 from __future__ import annotations
 
 import struct
+import tempfile
 import zlib
 
 import numpy as np
@@ -15,10 +16,13 @@ from hypothesis import strategies as st
 
 from monoids import Count, Sum
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
+from persistent.core.badrecords import BadRecords
+from persistent.runtime.keygroup import Base
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
-from state.checkpoint_store import decode_record
-from state.errors import CorruptCheckpointError
+from state.checkpoint_store import CheckpointStore, decode_record
+from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
+from state.fs import LocalFileSystem
 from state.tables import decode_table
 
 
@@ -337,12 +341,16 @@ def test_with_ttl_the_results_do_not_depend_on_how_the_messages_are_batched(mess
     assert run(data.draw(cut_points)) == run(data.draw(cut_points))
 
 
-def _counted_group() -> KeyGroup:
+def _counted_group_and_checkpoint() -> tuple[KeyGroup, tuple[int, bytes]]:
     group = KeyGroup(VectorizedCount(), 100)
     group.apply(pd.DataFrame({"key": [f"k{i % 50}" for i in range(400)], "timestamp": list(range(400)),
                               "value": [1] * 400}))
-    group.advance(250)
-    return group
+    _, checkpoint = group.advance(250)
+    return group, checkpoint
+
+
+def _counted_group() -> KeyGroup:
+    return _counted_group_and_checkpoint()[0]
 
 
 def test_a_groups_state_is_compressed_and_decodes_to_the_same_table():
@@ -430,3 +438,117 @@ def test_a_flipped_bit_of_an_earlier_versions_compressed_state_is_a_corrupt_chec
         else:  # a bit zstd's decoder does not read
             assert decoded.table.encode() == table, (offset, bit)
     assert refused > 1.9 * (len(encoded) - 4)
+
+
+# -- a state that follows the group's checkpoint ------------------------------------
+
+
+def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: CheckpointStore, follow: bool):
+    """What the runtime does per micro-batch: the group decoded from its last state,
+    the batch applied with the watermark the batches before it reached, results and a
+    checkpoint at the new watermark, the checkpoint persisted (and, to ``follow`` it,
+    noted), the state encoded. Returns each batch's results (sorted rows) and states."""
+    state, watermark, results, states = None, 0, [], []
+    for batch in batches:
+        group = KeyGroup.decode(task, 100, 0, state, store.recover) if state else KeyGroup(task, 100)
+        frame = pd.DataFrame(batch, columns=["key", "timestamp", "value"]) if batch else pd.DataFrame(
+            {"key": np.empty(0, object), "timestamp": np.empty(0, np.int64), "value": np.empty(0, np.int64)})
+        group.apply(frame, BadRecords.FAIL, watermark)
+        watermark = max([watermark, *(m[1] for m in batch)])
+        out, checkpoint = group.advance(watermark)
+        if checkpoint:
+            written = store.persist(*checkpoint)
+            if follow:
+                group.checkpointed(Base(checkpoint[0], written.crc))
+        state = group.encode()
+        results.append(sorted(map(tuple, out.values.tolist())))
+        states.append(state)
+    return results, states
+
+
+@pytest.mark.parametrize("task", [VectorizedCount(), WindowSum(), SessionCount()], ids=["count", "window", "session"])
+@given(messages_strategy, st.lists(st.integers(0, 60), min_size=1, max_size=6))
+@settings(max_examples=40, deadline=None)
+def test_a_state_that_follows_its_checkpoint_gives_the_results_of_a_whole_state(task, messages, cuts):
+    ordered = sorted(messages, key=lambda m: m[1])
+    bounds = [0, *sorted(cuts), len(ordered)]
+    batches = [ordered[low:high] for low, high in zip(bounds, bounds[1:])] + [[]]
+    with tempfile.TemporaryDirectory() as whole_root, tempfile.TemporaryDirectory() as following_root:
+        fs = LocalFileSystem()
+        whole, whole_states = _micro_batches(task, batches, CheckpointStore(fs, whole_root, "g"), follow=False)
+        following, states = _micro_batches(task, batches, CheckpointStore(fs, following_root, "g"), follow=True)
+    assert following == whole
+    assert all(decode_record(state, "state")[0] == 0 for state in whole_states)
+    checkpointed = [m for m in ordered if m[1] >= 100]
+    if checkpointed and len(batches) > 2:
+        assert any(decode_record(state, "state")[0] > 0 for state in states)
+
+
+def test_a_state_that_follows_its_checkpoint_holds_only_the_rows_since_and_decodes_to_the_same_table(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    group = KeyGroup(VectorizedCount(), 100)
+    group.apply(pd.DataFrame({"key": [f"k{i}" for i in range(2000)], "timestamp": [50] * 1990 + [150] * 10,
+                              "value": [1] * 2000}))
+    _, (time_ms, data) = group.advance(120)
+    written = store.persist(time_ms, data)
+    whole = group.encode()
+    group.checkpointed(Base(time_ms, written.crc))
+    following = group.encode()
+    assert decode_record(following, "state")[0] == 100
+    assert len(following) < len(whole) / 10
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, following, store.recover)
+    assert again.base == Base(100, written.crc)
+    rows = lambda table: sorted(zip(table.keys, table.buckets, table.values.tolist()))  # noqa: E731
+    assert rows(again.table) == rows(group.table)
+    counters = lambda table: (table.checkpoint_ms, table.emitted_ms, table.late_count)  # noqa: E731
+    assert counters(again.table) == counters(group.table) == (100, 0, 0)
+    assert again.encode() == following
+
+
+def _following_state(store: CheckpointStore) -> bytes:
+    """The state of ``_counted_group``, following its checkpoint at 200 in ``store``."""
+    group, checkpoint = _counted_group_and_checkpoint()
+    group.checkpointed(Base(checkpoint[0], store.persist(*checkpoint).crc))
+    return group.encode()
+
+
+def test_a_state_that_follows_a_missing_checkpoint_is_an_error_saying_how_to_restart(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    state = _following_state(store)
+    (tmp_path / "g" / store.path(200).rsplit("/", 1)[1]).unlink()
+    with pytest.raises(MissingCheckpointError, match="no checkpoint at 200 ms") as raised:
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, store.recover)
+    assert "follows the checkpoint at 200 ms; delete DIR/spark/" in "\n".join(raised.value.__notes__)
+
+
+def test_a_state_that_follows_a_checkpoint_written_again_with_other_bytes_is_a_corrupt_checkpoint_error(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    state = _following_state(store)
+    store.persist(200, b"other bytes")
+    with pytest.raises(CorruptCheckpointError, match="holds another checkpoint than the one expected") as raised:
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, store.recover)
+    assert "delete DIR/spark/" in "\n".join(raised.value.__notes__)
+
+
+def test_a_state_that_follows_a_checkpoint_cannot_be_decoded_without_the_checkpoints(tmp_path):
+    state = _following_state(CheckpointStore(LocalFileSystem(), str(tmp_path), "g"))
+    with pytest.raises(StateValueError, match="follows its checkpoint at 200 ms"):
+        KeyGroup.decode(VectorizedCount(), 100, 0, state)
+
+
+def test_a_group_whose_keys_expire_keeps_its_whole_state(tmp_path):
+    """Expiry drops keys from the rows before the checkpoint too: those are not the checkpoint's."""
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    group = KeyGroup(ExpiringCount(50), 100)
+    group.apply(pd.DataFrame({"key": ["a", "b"], "timestamp": [10, 90], "value": [1, 1]}))
+    _, checkpoint = group.advance(110)
+    group.checkpointed(Base(checkpoint[0], store.persist(*checkpoint).crc))
+    assert group.table.keys.tolist() == ["b"]
+    assert decode_record(group.encode(), "state")[0] == 0
+
+
+def test_only_the_last_checkpoint_taken_can_be_followed():
+    group, checkpoint = _counted_group_and_checkpoint()
+    with pytest.raises(StateValueError, match="last checkpoint is at 200 ms"):
+        group.checkpointed(Base(100, 0))
+    assert group.base is None

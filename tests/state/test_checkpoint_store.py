@@ -96,6 +96,14 @@ def test_persisting_the_same_time_again_overwrites(store: CheckpointStore) -> No
     assert store.recover(10) == b"replay"
 
 
+def test_a_checkpoint_is_recovered_by_the_crc32_persist_wrote_it_with_and_no_other(store: CheckpointStore) -> None:
+    written = store.persist(10, b"first attempt")
+    assert store.recover(10, written.crc) == b"first attempt"
+    store.persist(10, b"written again")
+    with pytest.raises(CorruptCheckpointError, match=f"holds another checkpoint .* not {written.crc}"):
+        store.recover(10, written.crc)
+
+
 def test_temp_files_of_unfinished_writes_and_unrelated_names_are_ignored(store: CheckpointStore) -> None:
     store.persist(10, b"x")
     name = store.path(20).rsplit("/", 1)[1]

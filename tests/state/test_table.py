@@ -766,6 +766,43 @@ def test_a_table_of_another_checkpoint_is_not_absorbed():
         early.absorb(late)
 
 
+@pytest.mark.parametrize("window", [None, Window(200, 100)], ids=["running", "windowed"])
+def test_a_checkpoint_and_the_rows_since_it_make_the_table_again(window):
+    table = KeyedTable(Sum(), INTERVAL, window)
+    apply(table, [("a", 10, 1), ("b", 120, 2), ("a", 150, 4)])
+    checkpoint = table.checkpoint(100)
+    apply(table, [("a", 260, 8), ("c", 110, 16), ("b", 30, 32)])  # b at 30 is late
+    if window:
+        table.close_windows(200)
+    since = decode_table(table.encode_since_checkpoint(), Sum(), INTERVAL, window)
+    assert since.buckets.min() >= 100
+    again = KeyedTable(Sum(), INTERVAL, window)
+    again.recover(100, checkpoint)
+    again.follow(since)
+    assert state_of(again) == state_of(table)
+    assert again.late_count == 1
+
+
+def test_rows_that_do_not_follow_the_checkpoint_are_refused():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("a", 150, 2)])
+    checkpoint = table.checkpoint(100)
+    restored = table_of()
+    restored.recover(100, checkpoint)
+    with pytest.raises(CorruptCheckpointError, match="do not follow the checkpoint at 100 ms"):
+        restored.follow(decode_table(table.encode(), Sum(), INTERVAL))  # holds the rows before 100 too
+    later = table.copy()
+    later.checkpoint(200)
+    with pytest.raises(CorruptCheckpointError, match="since the checkpoint at 200 ms"):
+        restored.follow(decode_table(later.encode_since_checkpoint(), Sum(), INTERVAL))
+    assert state_of(restored) == state_of(decode_table(checkpoint, Sum(), INTERVAL))
+
+
+def test_only_a_table_whose_keys_never_expire_follows_its_checkpoints():
+    assert table_of().follows_checkpoints and KeyedTable(Sum(), INTERVAL, Window(200, 100)).follows_checkpoints
+    assert not KeyedTable(Sum(), INTERVAL, ttl_ms=500).follows_checkpoints
+
+
 # -- keys that expire (ttl_ms) -------------------------------------------------------------
 
 
