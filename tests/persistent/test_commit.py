@@ -248,6 +248,16 @@ def test_retention_keeps_the_checkpoints_the_clock_may_rewind_to(directory, make
     assert {record.clock_ms for record in directory.clock.history()} <= set(directory.store(0).times())
 
 
+def test_retention_keeps_the_checkpoint_the_state_of_a_replayed_batch_follows(directory, make_commit, batch):
+    """Spark replays its last micro-batch from the state of the one before, which follows
+    the checkpoint that one wrote (``KeyGroup.encode``): after each commit it is kept."""
+    commit = make_commit()
+    for number in range(15):
+        commit(number, batch(checkpointed(directory, 0, 100 * (number + 1))))
+        if number:
+            assert directory.store(0).recover(100 * number) == f"0@{100 * number}".encode()
+
+
 def test_retention_keeps_the_checkpoints_from_the_restore_point_of_a_generation_begun_by_path_b(directory, make_commit,
                                                                                                 batch):
     directory.store(0).persist(50, b"restored")
