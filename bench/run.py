@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--small-keys", type=int, default=10_000, help="distinct keys of the small-batch case")
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
-    p.add_argument("--repeats", type=int, default=2,
+    p.add_argument("--repeats", type=int, default=3,
                    help="runs of native, vectorized and no-checkpoints, taking turns, whose batches are pooled: "
                         "their ratio is the cost of checkpoints, smaller than the machine's noise (default %(default)s)")
     p.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
