@@ -142,7 +142,7 @@ class CheckpointStore:
         """The file of the checkpoint at ``timestamp_ms``."""
         return self.fs.join(self.directory, f"{check_time_ms(timestamp_ms):0{_TIME_DIGITS}d}{_SUFFIX}")
 
-    def persist(self, timestamp_ms: int, data: bytes) -> int:
+    def persist(self, timestamp_ms: int, data: bytes) -> Written:
         """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there;
         returns its file's size and CRC32.
 

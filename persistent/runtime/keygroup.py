@@ -260,8 +260,9 @@ class KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state), or from the
         state of an earlier version (``_decompressed``). A state that follows a
         checkpoint reads it with ``checkpoints(time_ms, crc)``, which returns the data
-        of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``
-        (``state.checkpoint_store.CheckpointStore.recover``)."""
+        of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``, and
+        raises ``MissingCheckpointError`` or ``CorruptCheckpointError`` saying what to do
+        otherwise (``persistent.storage.job_directory.JobDirectory.restore``)."""
         base, table = _decompressed(data)
         group = cls(task, interval_ms, floor_ms)
         if base is None:
@@ -273,7 +274,7 @@ class KeyGroup:
         try:
             group.table = group.spec.follow(interval_ms, base.time_ms, checkpoints(*base), table, what=_STATE)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
-            exc.add_note(f"The {_STATE} follows the checkpoint at {base.time_ms} ms; {_STATE_REMEDY}.")
+            exc.add_note(f"The {_STATE} in Spark's state store follows the checkpoint at {base.time_ms} ms.")
             raise
         group.base = base
         return group

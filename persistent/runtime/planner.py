@@ -21,7 +21,8 @@ Per micro-batch, inside Spark:
    writes its checkpoint at ``T`` itself, on the executor, to the job directory
    (``persistent.storage.filesystems``: atomic, durable), and reports ``(group, T, size, CRC32)``
    and its counts through a Spark accumulator (``persistent.runtime.reports``); its
-   whole state goes to Spark's state store;
+   state goes to Spark's state store: the rows since its last checkpoint and a
+   reference to that checkpoint (``KeyGroup.encode``);
 2. on the driver (``foreachBatch``, which hands the micro-batch to the plain-Python
    ``persistent.runtime.commit.Commit``): the results go to the sink (idempotent per
    batch; a sink that reads its results once computes the batch as it writes them,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,7 @@ def group_function(
         _freeze_the_libraries()
         grp = slot_group(int(key[0]), key_groups)
         if state.exists and carries:
-            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], storage.directory().store(grp).recover)
+            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], partial(storage.directory().restore, grp))
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
@@ -156,7 +157,9 @@ def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Wr
     """Writes key group ``grp``'s checkpoint at ``time_ms``; returns its file's size and CRC32.
 
     A retried or speculative attempt of the task writes the same state to the same
-    path, atomically: whichever rename comes last leaves one intact file.
+    path, atomically: whichever rename comes last leaves one intact file (of a monoid
+    that folds alike in every process: see ``docs/concepts.md``, "Checkpoints, on the
+    executors").
     """
     try:
         return directory.store(grp).persist(time_ms, data)

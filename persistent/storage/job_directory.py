@@ -579,12 +579,14 @@ class JobDirectory:
         write) is none."""
         return any(name.isdigit() for name in self.fs.list_names(self.fs.join(self.spark, "offsets")))
 
-    def restore(self, group: int, floor_ms: int) -> bytes:
-        """The data of key group ``group``'s checkpoint at ``floor_ms``, its generation's
-        restore point. A missing or damaged checkpoint raises, with a note naming the
-        command that restarts from the newest intact clock in the history."""
+    def restore(self, group: int, time_ms: int, crc: int | None = None) -> bytes:
+        """The data of key group ``group``'s checkpoint at ``time_ms``: its generation's
+        restore point, or with ``crc``, the CRC32 it was written with, the checkpoint its
+        state in Spark follows (``persistent.runtime.keygroup.KeyGroup.encode``). A
+        missing, damaged or other checkpoint raises, with a note naming the command that
+        restarts from the newest intact clock in the history."""
         try:
-            return self.store(group).recover(floor_ms)
+            return self.store(group).recover(time_ms, crc)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
             exc.add_note(self._rewind_advice())
             raise
