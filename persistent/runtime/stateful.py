@@ -79,7 +79,8 @@ def group_function(
         _freeze_the_libraries()
         grp = slot_group(int(key[0]), key_groups)
         if state.exists and carries:
-            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], partial(storage.directory().restore, grp))
+            read_checkpoint = partial(storage.directory().restore, grp)  # the one the state follows, if any
+            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], read_checkpoint)
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
