@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import gc
 
-import numpy as np
 import pandas as pd
 import pytest
+from test_keygroup import VectorizedCount
 
-from persistent import PersistentTask
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
 from persistent.runtime import stateful
+from persistent.runtime.reports import Reports
 from persistent.runtime.stateful import group_function
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import Recovery, RecoveryPath
-from state import NonWindowState
 from state.checkpoint_store import decode_record
 from state.errors import MissingCheckpointError
-from monoids import Count
 
 
 @pytest.fixture
@@ -48,14 +46,6 @@ def test_a_worker_freezes_what_it_holds_once_so_the_collections_after_its_tasks_
     assert seen_by_the_collector(later[0])
 
 
-class VectorizedCount(PersistentTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_batch(self, messages):
-        return np.ones(len(messages), dtype=np.int64)
-
-
 class GroupState:
     """What ``run_group`` uses of Spark's ``GroupState``: the state's one value, the
     watermark, the timeout."""
@@ -81,11 +71,14 @@ class GroupState:
         self.timeout_ms = ms
 
 
-class Reports(list):
-    """The job's accumulator of reports, as the key groups add to it."""
+class Accumulator:
+    """The job's accumulator of reports on one process: the reports by key group, the latest of each."""
 
-    def add(self, reports: dict) -> None:
-        self.extend(reports.values())
+    def __init__(self):
+        self.value = Reports().zero({})
+
+    def add(self, more: dict) -> None:
+        self.value = Reports().addInPlace(self.value, more)
 
 
 def rows(keys: list[str], timestamp_ms: int) -> pd.DataFrame:
@@ -97,7 +90,7 @@ def rows(keys: list[str], timestamp_ms: int) -> pd.DataFrame:
 def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_from_it(tmp_path):
     storage = JobStorage(str(tmp_path / "job"))
     run_group = group_function(VectorizedCount(), 100, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
-                               BadRecords.FAIL, LateRecords.DROP, True, storage, reports := Reports())
+                               BadRecords.FAIL, LateRecords.DROP, True, storage, reports := Accumulator())
     state = GroupState(watermark_ms=0)
     list(run_group((0,), iter([rows([f"k{i}" for i in range(500)], 50)]), state))
     assert decode_record(state.value, "state")[0] == 0  # no checkpoint yet: the whole table
@@ -105,9 +98,9 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     state.watermark_ms = 120
     (out,) = run_group((0,), iter([rows(["k0", "new"], 150)]), state)
     written = storage.directory().store(0)
-    assert written.times() == [100] and reports[-1].checkpoint_ms == 100
+    assert written.times() == [100] and reports.value[0].checkpoint_ms == 100
     assert decode_record(state.value, "state")[0] == 100  # follows the checkpoint at 100
-    assert reports[-1].state_bytes == len(state.value) < reports[-1].checkpoint_bytes / 10
+    assert reports.value[0].state_bytes == len(state.value) < reports.value[0].checkpoint_bytes / 10
     assert sorted(out["key"][0]) == ["k0", "new"]
 
     state.watermark_ms = 160
