@@ -56,6 +56,8 @@ class RunResult:
     load_average: float = 0.0
     #: CPU seconds the run used, by kind (``cpu_used``); empty where ``/proc`` is not.
     cpu_s: dict[str, float] = field(default_factory=dict)
+    #: Of a pooled result (``pool``): each run's rate, median batch, wall and CPU seconds.
+    runs: list[dict] = field(default_factory=list)
     note: str = ""
 
     def to_json(self) -> dict:
@@ -95,6 +97,8 @@ def pool(results: list[RunResult]) -> RunResult:
     pooled.wall_s = sum(r.wall_s for r in results)
     pooled.cpu_s = {kind: round(sum(r.cpu_s.get(kind, 0.0) for r in results), 2)
                     for kind in dict.fromkeys(k for r in results for k in r.cpu_s)}
+    pooled.runs = [{"rows_per_s": round(r.rows_per_s), "median_batch_ms": r.median_batch_ms,
+                    "wall_s": round(r.wall_s, 1), "cpu_s": r.cpu_s} for r in results]
     each = ", ".join(f"{r.rows_per_s:,.0f}" for r in results)
     pooled.note = f"{len(results)} runs pooled ({each} rows/s)"
     return _rates(pooled, [b for r in results for b in _measured(r.batches)])

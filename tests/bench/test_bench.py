@@ -108,6 +108,10 @@ def test_pooled_runs_add_their_wall_and_cpu_seconds_and_the_cpu_table_shows_them
                       [Batch(10, 10.0), Batch(10, 10.0)]) for wall, jit in ((3.0, 1.5), (2.0, 0.25))]
     pooled = pool(runs)
     assert pooled.wall_s == 5.0 and pooled.cpu_s == {"jit": 1.75, "tasks": 4.0}
+    # Each run's own figures stay, so a pooled figure's outlier run can be told.
+    assert [run["cpu_s"]["jit"] for run in pooled.runs] == [1.5, 0.25]
+    assert [run["wall_s"] for run in pooled.runs] == [3.0, 2.0]
+    assert [run["rows_per_s"] for run in pooled.runs] == [1000, 1000]
     lines = cpu_table([pooled, RunResult("bytewax", "uniform", 1_000, 10)]).splitlines()
     assert len(lines) == 3  # the header, its rule, one row: a run without CPU seconds has none
     assert "native" in lines[2] and "5.0" in lines[2] and "1.8" in lines[2] and "4.0" in lines[2]
