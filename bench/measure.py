@@ -144,7 +144,7 @@ def directory_bytes(root: str) -> dict[str, int]:
 _JVM_THREADS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")),
                 ("gc", ("GC Thread", "G1 ", "VM Thread")),
                 ("tasks", ("Executor task",)))
-CPU_KINDS = ("jit", "gc", "tasks", "jvm other", "python workers", "python driver")
+CPU_KINDS = ("jit", "gc", "tasks", "jvm other", "jvm commands", "python workers", "python driver")
 
 
 @dataclass
@@ -155,6 +155,9 @@ class CpuSnapshot:
     threads: dict[int, tuple[str, float]] = field(default_factory=dict)
     #: The JVM's own seconds, its ended threads' included.
     jvm: float = 0.0
+    #: Processes the JVM ran and reaped: Hadoop's local file system runs ``chmod`` and
+    #: ``readlink`` for files of Spark's checkpoint, dozens a micro-batch.
+    commands: float = 0.0
     #: Spark's Python processes, live ones and those the JVM or they reaped.
     python_workers: float = 0.0
     #: The benchmark's own process.
@@ -176,9 +179,7 @@ def cpu_snapshot(process) -> CpuSnapshot | None:
             if child.name() == "java":
                 snapshot.threads.update(_jvm_threads(child.pid))
                 snapshot.jvm += times.user + times.system
-                # Python processes the JVM started and reaped (the daemons' workers are
-                # reaped by their daemon, below).
-                snapshot.python_workers += times.children_user + times.children_system
+                snapshot.commands += times.children_user + times.children_system
             elif child.name().startswith("python"):
                 snapshot.python_workers += times.user + times.system + times.children_user + times.children_system
         except psutil.Error:
@@ -190,8 +191,9 @@ def cpu_used(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict[str,
     """CPU seconds used between two snapshots, by kind (``CPU_KINDS``): of the JVM,
     HotSpot's compilers (``jit``), its garbage collectors (``gc``), Spark's task threads
     (``tasks``) and the rest (``jvm other``: the driver's threads, schedulers, listeners,
-    each query's stream execution thread, and whatever threads ended in between);
-    Spark's Python processes (``python workers``); the benchmark's own (``python
+    each query's stream execution thread, and whatever threads ended in between); the
+    processes the JVM ran and reaped (``jvm commands``); Spark's Python processes, their
+    ended workers included (``python workers``); the benchmark's own (``python
     driver``). Empty without snapshots."""
     if before is None or after is None:
         return {}
@@ -200,6 +202,7 @@ def cpu_used(before: CpuSnapshot | None, after: CpuSnapshot | None) -> dict[str,
         if kind != "jvm other":
             used[kind] += seconds - before.threads.get(tid, (kind, 0.0))[1]
     used["jvm other"] = after.jvm - before.jvm - used["jit"] - used["gc"] - used["tasks"]
+    used["jvm commands"] = after.commands - before.commands
     used["python workers"] = after.python_workers - before.python_workers
     used["python driver"] = after.python_driver - before.python_driver
     return {kind: round(seconds, 2) for kind, seconds in used.items()}

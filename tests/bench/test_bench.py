@@ -75,14 +75,15 @@ def test_the_jvm_threads_are_told_apart_by_their_names():
 
 def test_cpu_used_counts_threads_that_came_and_gives_the_jvm_the_rest():
     before = CpuSnapshot(threads={1: ("jit", 2.0), 2: ("tasks", 1.0), 3: ("tasks", 4.0), 4: ("jvm other", 1.0)},
-                         jvm=10.0, python_workers=3.0, python_driver=1.0)
+                         jvm=10.0, commands=0.5, python_workers=3.0, python_driver=1.0)
     # Thread 3 ended (its seconds since the first snapshot are in the JVM's own, not in a
     # thread's); thread 5 started; thread 4 gave the driver's threads some work.
     after = CpuSnapshot(threads={1: ("jit", 2.5), 2: ("tasks", 2.0), 4: ("jvm other", 1.5), 5: ("tasks", 0.75),
-                                 6: ("gc", 0.25)}, jvm=16.0, python_workers=7.5, python_driver=1.5)
+                                 6: ("gc", 0.25)}, jvm=16.0, commands=1.75, python_workers=7.5,
+                        python_driver=1.5)
     used = cpu_used(before, after)
-    assert used == {"jit": 0.5, "gc": 0.25, "tasks": 1.75, "jvm other": 3.5, "python workers": 4.5,
-                    "python driver": 0.5}
+    assert used == {"jit": 0.5, "gc": 0.25, "tasks": 1.75, "jvm other": 3.5, "jvm commands": 1.25,
+                    "python workers": 4.5, "python driver": 0.5}
     assert sum(used[k] for k in ("jit", "gc", "tasks", "jvm other")) == after.jvm - before.jvm
     assert cpu_used(None, after) == {}
 
