@@ -4,12 +4,18 @@
 Spark's state store (whose event-time timeout wakes it). After a restart from the
 clock (path B) no group has state in Spark yet: a restored group that receives no
 message would never run, never checkpoint again, and pin the global clock at the
-restore point. So every generation's query reads a second, tiny source beside the
-messages: offsets ``{"beat": 0}`` to ``{"beat": 1}``, one row per key group, read by
-the first micro-batch only (and by its replay after a path-A restart, since the
-offsets are in Spark's offset log like any source's). Each group then runs once,
+restore point. So every generation's query reads, beside the messages, a second
+source of one row per key group that has rows in its first micro-batch only: Spark's
+file source over ``DIR/spark/heartbeats/`` (``JobDirectory.write_heartbeats``), which
+takes the file once, records it in its log like any source's offsets, and reads it
+again when a path-A restart replays that micro-batch. Each group then runs once,
 restores its checkpoint if it has one, and from then on holds state in Spark and an
 event-time timeout at its next checkpoint boundary.
+
+Generations recorded before (``Recovery.heartbeat_files`` False) read the rows from
+a Python data source whose offsets go from ``{"beat": 0}`` to ``{"beat": 1}`` once,
+since Spark's checkpoint of their query names that source. It cost every micro-batch
+a call to a Python process on the driver, and each query one more Python process.
 
 A heartbeat row carries its key group and no event time, so it neither moves the
 watermark nor is late; the key groups drop it before the task sees any message.
@@ -22,9 +28,12 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from persistent.storage.job_directory import JobDirectory, Recovery
+
 __all__ = ["heartbeats", "FORMAT"]
 
 FORMAT = "persistent_heartbeats"
+_SCHEMA = "grp int"
 
 
 @dataclass(frozen=True)
@@ -65,13 +74,16 @@ class _HeartbeatDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> str:
-        return "grp int"
+        return _SCHEMA
 
     def streamReader(self, schema):
         return _HeartbeatReader(self.options)
 
 
-def heartbeats(spark, key_groups: int):
-    """The streaming DataFrame of heartbeats (column ``grp``) for ``key_groups`` groups."""
+def heartbeats(spark, recovery: Recovery, directory: JobDirectory):
+    """The streaming DataFrame of heartbeats (column ``grp``) of the generation
+    ``recovery`` starts or continues, for its key groups."""
+    if recovery.heartbeat_files:
+        return spark.readStream.schema(_SCHEMA).json(directory.write_heartbeats(recovery.key_groups))
     spark.dataSource.register(_HeartbeatDataSource)
-    return spark.readStream.format(FORMAT).option("key_groups", str(key_groups)).load()
+    return spark.readStream.format(FORMAT).option("key_groups", str(recovery.key_groups)).load()

@@ -181,7 +181,8 @@ class Plan:
         if isinstance(job.source, Source):
             job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         reports = spark.sparkContext.accumulator({}, Reports())
-        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, storage, reports)
+        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, directory, storage,
+                                 reports)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
                         self.checkpoints, listeners)
@@ -267,7 +268,7 @@ class Plan:
             )))
         return millis, check
 
-    def _stateful(self, messages, recovery: Recovery, storage: JobStorage, reports):
+    def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports):
         """The key groups' rows, one per group with results or dead letters
         (``persistent.runtime.stateful.output_schema``); each group adds its
         ``GroupReport`` to the accumulator ``reports``."""
@@ -293,7 +294,7 @@ class Plan:
         )
         if self.checkpoints and recovery.heartbeats:
             types = {c.name: c.dataType for c in rows.schema}
-            rows = rows.unionByName(heartbeats(messages.sparkSession, recovery.key_groups).select(
+            rows = rows.unionByName(heartbeats(messages.sparkSession, recovery, directory).select(
                 _placeholder(types["key"]).alias("key"), F.lit(None).cast("bigint").alias("timestamp"),
                 _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
                 F.lit(-1).alias("part"), "grp",

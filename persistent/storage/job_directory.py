@@ -3,6 +3,8 @@
 ::
 
     DIR/spark/                 Spark's checkpoint location (offsets, commits, state store)
+    DIR/spark/heartbeats/      the heartbeat rows of the generation's first micro-batch
+                               (``JobDirectory.write_heartbeats``)
     DIR/checkpoints/<task>/    each key group's checkpoints, one file per checkpoint time
     DIR/clock/                 the global minimum checkpoint clock and per-task clocks
     DIR/generation             which Spark checkpoint generation runs, its restore point, the
@@ -132,6 +134,10 @@ class Recovery:
     #: (``persistent.runtime.layout``); None for a generation recorded before, whose
     #: Spark state is keyed by the groups' numbers.
     partitions: int | None = None
+    #: Whether the heartbeats are a file under Spark's checkpoint that Spark's file
+    #: source reads (``JobDirectory.write_heartbeats``); False for a generation recorded
+    #: before, whose query reads them from a Python data source.
+    heartbeat_files: bool = True
 
     def describe(self) -> str:
         """One line for the job's log."""
@@ -240,6 +246,8 @@ class Generation(Record):
     state: dict | None = None
     #: ``Recovery.partitions``; None in records written before it existed.
     partitions: int | None = None
+    #: ``Recovery.heartbeat_files``; False in records written before it existed.
+    heartbeat_files: bool = False
 
 
 @dataclass(frozen=True)
@@ -344,6 +352,7 @@ class JobDirectory:
         self.fs = fs
         self.root = root.rstrip("/")
         self.spark = fs.join(self.root, "spark")
+        self.heartbeats = fs.join(self.spark, "heartbeats")
         self.checkpoints = fs.join(self.root, "checkpoints")
         self.clock = ClockStore(fs, fs.join(self.root, "clock"))
         self._generation = fs.join(self.root, "generation")
@@ -357,6 +366,18 @@ class JobDirectory:
         #: Where a rescale stages the new key groups' checkpoints.
         self.rescale_checkpoints = fs.join(self.rescale, "checkpoints")
         self._rescale_plan = fs.join(self.rescale, "plan")
+
+    def write_heartbeats(self, key_groups: int) -> str:
+        """``DIR/spark/heartbeats/``, holding a file of one row per key group (JSON lines
+        ``{"grp": g}``) for Spark's file source (``persistent.runtime.heartbeats``): the
+        generation's first micro-batch reads it, and a replay of that micro-batch reads
+        it again. Written once per Spark checkpoint, so it goes when that goes (path B);
+        a path A start writes it only if it is missing, when the file source, which
+        knows the file from its log, does not read it again."""
+        rows = self.fs.join(self.heartbeats, "rows.json")
+        if not self.fs.exists(rows):
+            self.fs.write_atomic(rows, "".join(f'{{"grp": {g}}}\n' for g in range(key_groups)).encode())
+        return self.heartbeats
 
     @staticmethod
     def default_dead_letters(root: str) -> str:
@@ -458,11 +479,11 @@ class JobDirectory:
 
     def _start(self, path: RecoveryPath, key_groups: int, state: dict | None, partitions: int | None,
                generation: int = 0, floor_ms: int = 0, restored: frozenset[int] = frozenset(),
-               heartbeats: bool = True) -> Recovery:
+               heartbeats: bool = True, heartbeat_files: bool = True) -> Recovery:
         """Records the generation that starts, and returns its plan."""
-        self._write(self._generation,
-                    Generation(generation, floor_ms, key_groups, restored, heartbeats, state, partitions))
-        return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups, partitions)
+        self._write(self._generation, Generation(generation, floor_ms, key_groups, restored, heartbeats, state,
+                                                 partitions, heartbeat_files))
+        return Recovery(path, generation, floor_ms, restored, heartbeats, key_groups, partitions, heartbeat_files)
 
     def plan(self, key_groups: int | None, default_key_groups: int | None = None,
              description: dict | None = None, sink_generation: int | None = None,
@@ -546,7 +567,7 @@ class JobDirectory:
                     self._generation,
                 )
             return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.partitions, current.generation,
-                               current.floor_ms, current.restored, current.heartbeats)
+                               current.floor_ms, current.restored, current.heartbeats, current.heartbeat_files)
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)

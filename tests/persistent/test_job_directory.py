@@ -71,7 +71,7 @@ def test_a_record_reads_back_what_it_writes(record):
 
 def test_the_directory_reads_back_each_record_it_writes(directory):
     directory.plan(4)
-    assert directory.read_generation() == Generation(0, 0, 4, heartbeats=True)
+    assert directory.read_generation() == Generation(0, 0, 4, heartbeats=True, heartbeat_files=True)
     directory.record_position(DeliveryPosition(2, 1500))
     assert directory.read_position() == DeliveryPosition(2, 1500)
     directory.record_rescale_plan(RescalePlan(2000, 3, 2))
@@ -101,9 +101,9 @@ def test_before_they_are_written_there_are_no_records(directory):
 @pytest.mark.parametrize(
     ("stored", "record"),
     [
-        ('{"floor_ms": 2000, "generation": 3, "heartbeats": true, "key_groups": 4, "partitions": 2, '
-         '"restored": [0, 2], "state": null}',
-         Generation(3, 2000, 4, frozenset({0, 2}), True, partitions=2)),
+        ('{"floor_ms": 2000, "generation": 3, "heartbeat_files": true, "heartbeats": true, "key_groups": 4, '
+         '"partitions": 2, "restored": [0, 2], "state": null}',
+         Generation(3, 2000, 4, frozenset({0, 2}), True, partitions=2, heartbeat_files=True)),
         ('{"generation": 1, "batch": 7}', FailedBatch(1, 7)),
         ('{"generation": 2, "next_ms": 1500}', DeliveryPosition(2, 1500)),
         ('{"clock_ms": 2000, "from_groups": 3, "to_groups": 2}', RescalePlan(2000, 3, 2)),
@@ -116,7 +116,8 @@ def test_a_record_is_stored_as_before(stored, record):
 
 def test_records_of_earlier_versions_lack_the_fields_added_since():
     assert Generation.from_json(b'{"generation": 1, "floor_ms": 5}', "P") == Generation(
-        1, 5, key_groups=None, restored=frozenset(), heartbeats=False, state=None, partitions=None)
+        1, 5, key_groups=None, restored=frozenset(), heartbeats=False, state=None, partitions=None,
+        heartbeat_files=False)
     older = {name: value for name, value in json.loads(progress().to_json()).items()
              if name not in ("dead_letters", "checkpoint_bytes", "checkpoint_crcs", "checkpoint_seconds",
                              "commit_seconds")}
@@ -164,3 +165,15 @@ def test_a_generation_of_wrong_shape_is_corrupt(stored):
 
 def test_the_dead_letters_default_to_the_job_directory():
     assert JobDirectory.default_dead_letters("hdfs://nn/jobs/count/") == "hdfs://nn/jobs/count/dead-letters"
+
+
+def test_the_heartbeat_rows_are_written_once_per_spark_checkpoint_one_per_key_group(directory):
+    where = directory.write_heartbeats(3)
+    rows = directory.fs.join(where, "rows.json")
+    assert where == directory.fs.join(directory.spark, "heartbeats")
+    assert [json.loads(line) for line in directory.fs.read_bytes(rows).splitlines()] == [
+        {"grp": 0}, {"grp": 1}, {"grp": 2}]
+    written = directory.fs.read_bytes(rows)
+    directory.write_heartbeats(5)  # a path A start: Spark's file source knows the file already
+    assert directory.fs.read_bytes(rows) == written
+    assert [n for n in directory.fs.list_names(where) if n != "rows.json"] == []  # no temporary file left

@@ -104,6 +104,21 @@ def test_a_directory_recorded_before_heartbeats_continues_without_them_on_path_a
     checkpoint_all(directory, 1000)
     again = directory.plan(2)
     assert (again.generation, again.floor_ms, again.restored, again.heartbeats) == (2, 700, frozenset(), False)
+    assert again.heartbeat_files is False
+
+
+def test_a_generation_whose_query_reads_python_heartbeats_keeps_them_on_path_a_and_the_next_reads_files(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
+                              b'{"generation": 2, "floor_ms": 700, "key_groups": 2, "heartbeats": true}')
+    spark_has_a_query(directory)
+    checkpoint_all(directory, 1000)
+    again = directory.plan(2)  # Spark's checkpoint names the Python data source
+    assert (again.path, again.heartbeats, again.heartbeat_files) == (RecoveryPath.SAME_CHECKPOINT, True, False)
+    assert directory.read_generation().heartbeat_files is False
+    directory.fs.delete(directory.spark)
+    restart = directory.plan(2)
+    assert (restart.path, restart.generation, restart.heartbeats, restart.heartbeat_files) == (
+        RecoveryPath.FROM_CLOCK, 3, True, True)
 
 
 def test_a_corrupt_clock_names_its_file(directory):

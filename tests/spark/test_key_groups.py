@@ -13,7 +13,7 @@ import pytest
 from persistent.core.errors import RestartRefusedError
 from persistent.runtime.layout import group_slots, slot_group
 from persistent.runtime.planner import KEY_GROUPS_PER_CORE
-from persistent.storage.job_directory import RecoveryPath
+from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
 
@@ -80,6 +80,28 @@ def test_a_spark_checkpoint_keyed_by_group_numbers_continues_on_path_a_until_pat
     restarted = count_job(tmp_path, 3_000, "--key-groups", "8").run(spark)
     assert (restarted.recovery.path, restarted.recovery.partitions) == (
         RecoveryPath.FROM_CLOCK, spark.sparkContext.defaultParallelism)
+    with sqlite3.connect(tmp_path / "out.db") as db:
+        counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
+    assert counted == {f"k{k}": len(range(k, 3_000, 50)) for k in range(50)}
+
+
+def test_a_query_that_reads_python_heartbeats_keeps_them_on_path_a_and_path_b_reads_a_file(spark, tmp_path, monkeypatch):
+    """A generation an earlier version started reads its heartbeats from a Python data
+    source, which its Spark checkpoint names: path A continues with it, path B starts a
+    generation whose heartbeats are a file. The counts stay exact throughout."""
+    start = JobDirectory._start
+    monkeypatch.setattr(JobDirectory, "_start", lambda self, *args, **kwargs: start(
+        self, *args, **{**kwargs, "heartbeat_files": False}))
+    assert count_job(tmp_path, 1_000).run(spark).recovery.heartbeat_files is False
+    monkeypatch.undo()
+    assert not (tmp_path / "ck" / "spark" / "heartbeats").exists()
+    again = count_job(tmp_path, 2_000).run(spark)
+    assert (again.recovery.path, again.recovery.heartbeat_files) == (RecoveryPath.SAME_CHECKPOINT, False)
+    shutil.rmtree(tmp_path / "ck" / "spark")
+    restarted = count_job(tmp_path, 3_000).run(spark)
+    assert (restarted.recovery.path, restarted.recovery.heartbeat_files) == (RecoveryPath.FROM_CLOCK, True)
+    assert (tmp_path / "ck" / "spark" / "heartbeats" / "rows.json").read_text().count("grp") == (
+        restarted.recovery.key_groups)
     with sqlite3.connect(tmp_path / "out.db") as db:
         counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
     assert counted == {f"k{k}": len(range(k, 3_000, 50)) for k in range(50)}

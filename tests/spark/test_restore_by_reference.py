@@ -164,8 +164,8 @@ def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
     recovery = job.run(spark).recovery
     reports = spark.sparkContext.accumulator({}, Reports())
     plan = Plan.of(job)
-    frame = plan._stateful(plan._messages(spark, recovery.floor_ms), recovery, JobStorage(job.checkpoint_dir, None),
-                           reports)
+    storage = JobStorage(job.checkpoint_dir, None)
+    frame = plan._stateful(plan._messages(spark, recovery.floor_ms), recovery, storage.directory(), storage, reports)
     assert frame.schema.names == ["key", "window_start", "window_end", "value", "dead_letters"]
     assert not any(isinstance(f.dataType, BinaryType) for f in frame.schema)
     assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None"}
