@@ -8,7 +8,8 @@ restore point. So every generation's query reads, beside the messages, a second
 source of one row per key group that has rows in its first micro-batch only: Spark's
 file source over ``DIR/spark/heartbeats/`` (``JobDirectory.write_heartbeats``), which
 takes the file once, records it in its log like any source's offsets, and reads it
-again when a path-A restart replays that micro-batch. Each group then runs once,
+again when a path-A restart replays that micro-batch (it lists the directory at each
+trigger, one small listing). Each group then runs once,
 restores its checkpoint if it has one, and from then on holds state in Spark and an
 event-time timeout at its next checkpoint boundary.
 
@@ -84,6 +85,13 @@ def heartbeats(spark, recovery: Recovery, directory: JobDirectory):
     """The streaming DataFrame of heartbeats (column ``grp``) of the generation
     ``recovery`` starts or continues, for its key groups."""
     if recovery.heartbeat_files:
-        return spark.readStream.schema(_SCHEMA).json(directory.write_heartbeats(recovery.key_groups))
+        return spark.readStream.schema(_SCHEMA).json(_literal(directory.write_heartbeats(recovery.key_groups)))
     spark.dataSource.register(_HeartbeatDataSource)
     return spark.readStream.format(FORMAT).option("key_groups", str(recovery.key_groups)).load()
+
+
+def _literal(path: str) -> str:
+    """``path`` as Spark's file source reads it literally: it takes a path with any of
+    ``{}[]*?\\`` for a glob pattern, which a directory named ``run[1]`` would not match
+    (no heartbeats, and no error); a backslash makes each such character itself."""
+    return "".join("\\" + c if c in "{}[]*?\\" else c for c in path)

@@ -370,10 +370,13 @@ class JobDirectory:
     def write_heartbeats(self, key_groups: int) -> str:
         """``DIR/spark/heartbeats/``, holding a file of one row per key group (JSON lines
         ``{"grp": g}``) for Spark's file source (``persistent.runtime.heartbeats``): the
-        generation's first micro-batch reads it, and a replay of that micro-batch reads
-        it again. Written once per Spark checkpoint, so it goes when that goes (path B);
-        a path A start writes it only if it is missing, when the file source, which
-        knows the file from its log, does not read it again."""
+        generation's first micro-batch takes it, and a replay of that micro-batch reads
+        it again by the path in the source's log. Written once per Spark checkpoint, so
+        it goes when that goes (path B); a path A start writes it only if it is missing,
+        with the same rows (path A keeps the key groups), and the file source, which
+        knows the path, does not take it as a new file. The log holds the path in full:
+        a job directory moved elsewhere, or named by another URI, restarts from the
+        clock (delete ``DIR/spark/``)."""
         rows = self.fs.join(self.heartbeats, "rows.json")
         if not self.fs.exists(rows):
             self.fs.write_atomic(rows, "".join(f'{{"grp": {g}}}\n' for g in range(key_groups)).encode())
@@ -475,7 +478,7 @@ class JobDirectory:
         with them."""
         current = self.read_generation() or Generation(0, 0)
         self._write(self._generation, Generation(current.generation, current.floor_ms, key_groups,
-                                                 heartbeats=True, state=current.state))
+                                                 heartbeats=True, state=current.state, heartbeat_files=True))
 
     def _start(self, path: RecoveryPath, key_groups: int, state: dict | None, partitions: int | None,
                generation: int = 0, floor_ms: int = 0, restored: frozenset[int] = frozenset(),
@@ -566,8 +569,11 @@ class JobDirectory:
                     f"{key_groups} key groups; delete it and {self.spark} to restart from the clock",
                     self._generation,
                 )
+            # The heartbeats the Spark checkpoint's query reads: also a file when an earlier
+            # version rewrote the record without the field, since only this one writes it.
+            heartbeat_files = current.heartbeat_files or self.fs.exists(self.heartbeats)
             return self._start(RecoveryPath.SAME_CHECKPOINT, key_groups, state, current.partitions, current.generation,
-                               current.floor_ms, current.restored, current.heartbeats, current.heartbeat_files)
+                               current.floor_ms, current.restored, current.heartbeats, heartbeat_files)
         if record is None:
             self._refuse_checkpoints_without_clock()
             self.fs.delete(self.spark)

@@ -121,6 +121,18 @@ def test_a_generation_whose_query_reads_python_heartbeats_keeps_them_on_path_a_a
         RecoveryPath.FROM_CLOCK, 3, True, True)
 
 
+def test_a_record_an_earlier_version_rewrote_keeps_the_heartbeat_file_its_spark_checkpoint_reads(directory):
+    directory.plan(2)
+    directory.write_heartbeats(2)
+    spark_has_a_query(directory)
+    # The earlier version ran path A and wrote the record without the field.
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
+                              b'{"generation": 0, "floor_ms": 0, "key_groups": 2, "heartbeats": true, "partitions": 2}')
+    again = directory.plan(2)
+    assert (again.path, again.heartbeat_files) == (RecoveryPath.SAME_CHECKPOINT, True)
+    assert directory.read_generation().heartbeat_files is True
+
+
 def test_a_corrupt_clock_names_its_file(directory):
     checkpoint_all(directory, 1000)
     directory.fs.write_atomic(directory.clock.path, b"not a clock")

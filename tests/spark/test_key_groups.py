@@ -88,21 +88,26 @@ def test_a_spark_checkpoint_keyed_by_group_numbers_continues_on_path_a_until_pat
 def test_a_query_that_reads_python_heartbeats_keeps_them_on_path_a_and_path_b_reads_a_file(spark, tmp_path, monkeypatch):
     """A generation an earlier version started reads its heartbeats from a Python data
     source, which its Spark checkpoint names: path A continues with it, path B starts a
-    generation whose heartbeats are a file. The counts stay exact throughout."""
+    generation whose heartbeats are a file, which Spark's file source takes although the
+    directory's name would be a glob pattern to it. The counts stay exact throughout."""
+    workdir = tmp_path / "run[1]"
+    workdir.mkdir()
     start = JobDirectory._start
     monkeypatch.setattr(JobDirectory, "_start", lambda self, *args, **kwargs: start(
         self, *args, **{**kwargs, "heartbeat_files": False}))
-    assert count_job(tmp_path, 1_000).run(spark).recovery.heartbeat_files is False
+    assert count_job(workdir, 1_000).run(spark).recovery.heartbeat_files is False
     monkeypatch.undo()
-    assert not (tmp_path / "ck" / "spark" / "heartbeats").exists()
-    again = count_job(tmp_path, 2_000).run(spark)
+    assert not (workdir / "ck" / "spark" / "heartbeats").exists()
+    again = count_job(workdir, 2_000).run(spark)
     assert (again.recovery.path, again.recovery.heartbeat_files) == (RecoveryPath.SAME_CHECKPOINT, False)
-    shutil.rmtree(tmp_path / "ck" / "spark")
-    restarted = count_job(tmp_path, 3_000).run(spark)
+    shutil.rmtree(workdir / "ck" / "spark")
+    restarted = count_job(workdir, 3_000).run(spark)
     assert (restarted.recovery.path, restarted.recovery.heartbeat_files) == (RecoveryPath.FROM_CLOCK, True)
-    assert (tmp_path / "ck" / "spark" / "heartbeats" / "rows.json").read_text().count("grp") == (
+    assert (workdir / "ck" / "spark" / "heartbeats" / "rows.json").read_text().count("grp") == (
         restarted.recovery.key_groups)
-    with sqlite3.connect(tmp_path / "out.db") as db:
+    # The heartbeats are the query's second source: its log names the file it took.
+    assert "rows.json" in (workdir / "ck" / "spark" / "sources" / "1" / "0").read_text()
+    with sqlite3.connect(workdir / "out.db") as db:
         counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
     assert counted == {f"k{k}": len(range(k, 3_000, 50)) for k in range(50)}
 
