@@ -1,6 +1,10 @@
 """MessageCount: counts per key from the generator or a files source, exactly once by default.
 
     spark-submit examples/count.py --checkpoint DIR --output sqlite:///PATH [--total N] [--available-now]
+    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 examples/count.py \
+        --kafka HOST:PORT --topic TOPIC --checkpoint DIR --output sqlite:///PATH [--available-now]
+
+A Kafka record counts for its key, at its timestamp.
 
 The counts are ``SELECT key, SUM(count) FROM counts GROUP BY key`` with every
 ``--delivery``: one row per key with exactly-once, one per key and micro-batch with
@@ -17,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Count  # noqa: E402
 from persistent import FilesSource, GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, add_kafka_options, job_settings, kafka_source, run  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 
@@ -39,12 +43,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--total", type=int, default=100_000, help="generator: number of messages")
     p.add_argument("--rows-per-batch", type=int, default=20_000, help="generator: messages per micro-batch")
     p.add_argument("--watermark-delay-ms", type=int, default=0, help="how late (event-time ms) a message may be")
+    add_kafka_options(p)
     add_job_options(p)
     return p
 
 
 def build_job(args) -> Job:
-    if args.input:
+    if args.kafka or args.topic:
+        source = kafka_source(args)
+    elif args.input:
         source = FilesSource(args.input, args.input_format, webhdfs_address=args.webhdfs_address)
     else:
         source = GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch)

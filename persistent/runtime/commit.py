@@ -21,8 +21,11 @@ this order:
    with exactly-once;
 4. **clock**: once every task the clock knows has reported a checkpoint at the newest
    time ``T`` of the batch, it advances to the minimum of the task clocks; a task that
-   did not would pin it, so that is a ``ClockError`` and the clock stays;
-5. **retention**: the reporting groups drop the checkpoints no clock may rewind to;
+   did not would pin it, so that is a ``ClockError`` and the clock stays. Before a new
+   clock, the source's rewind positions for it are recorded, where it records them
+   (``Commit.rewind_positions``);
+5. **retention**: the reporting groups drop the checkpoints no clock may rewind to, and
+   the job directory the rewind positions;
 6. **progress**: the batch's ``BatchProgress`` goes to ``DIR/progress/``, then to the
    listeners (the metrics, ``Job.on_progress``).
 
@@ -49,7 +52,14 @@ from persistent.core.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import BatchProgress, JobDirectory, Recovery, task_index, task_name
+from persistent.storage.job_directory import (
+    BatchProgress,
+    JobDirectory,
+    Recovery,
+    RewindPositions,
+    task_index,
+    task_name,
+)
 from state.errors import ClockError
 
 __all__ = ["Commit", "MicroBatch", "Timer"]
@@ -96,6 +106,9 @@ class Commit:
     #: Called in order with each batch's progress, once it is recorded.
     listeners: tuple[Callable[[BatchProgress], Any], ...] = ()
     timer: Timer = time
+    #: Where the source rewinds to for a clock (``Source.rewind_positions``), or None
+    #: for a source that needs no record of it.
+    rewind_positions: Callable[[int], dict[str, dict[str, int]]] | None = None
 
     @property
     def sink_computes(self) -> bool:
@@ -196,7 +209,10 @@ class Commit:
         if record is None or task_clocks != record.task_clocks:
             # Task clocks only grow, and a new task's first checkpoint is at the current
             # boundary, so the minimum never moves backwards.
-            record = clock.advance(min(task_clocks.values()), task_clocks)
+            clock_ms = min(task_clocks.values())
+            if self.rewind_positions is not None and (record is None or clock_ms != record.clock_ms):
+                self.directory.record_rewind_positions(RewindPositions(clock_ms, self.rewind_positions(clock_ms)))
+            record = clock.advance(clock_ms, task_clocks)
         return record.clock_ms
 
     def _retain(self, checkpoints: dict[int, int]) -> None:
@@ -210,3 +226,5 @@ class Commit:
             oldest_ms = min(oldest_ms, self.recovery.floor_ms)
         for grp in checkpoints:
             self.directory.store(grp).retain(oldest_ms)
+        if self.rewind_positions is not None:
+            self.directory.retain_rewind_positions(oldest_ms)

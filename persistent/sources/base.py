@@ -91,6 +91,14 @@ class Source(ABC):
         read exactly. ``start_ms``: the event time the run rereads from (None: Spark's
         checkpoint says where it goes on)."""
 
+    def rewind_positions(self):
+        """``positions(clock_ms)``: where a rewind to ``clock_ms`` starts, as the input
+        is now (JSON-ready: topic, then partition, then offset), for a source whose
+        input may be deleted under it (Kafka's retention); the driver records it before
+        the clock reaches ``clock_ms``, and ``check`` compares it with the input on a
+        restart from the clock. None for a source that needs no record."""
+        return None
+
     def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
         """What an available-now run from event time ``start_ms`` (in job directory
         ``job``) has to read, for its progress bar; None when the source cannot say (an

@@ -3,7 +3,7 @@
 Spark's Kafka connector is not part of pyspark: run the job with it, matching the
 Spark version::
 
-    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0 job.py
+    spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 job.py
 
 A message's event time is its Kafka record timestamp (ms), its key and value are the
 record's key and value as UTF-8 text. A job starts at the earliest offsets; after a
@@ -11,7 +11,15 @@ rewind to clock ``T`` (recovery path B) every partition starts at its first reco
 with timestamp ``>= T`` (Kafka's offsets-for-times lookup), and at the end of a
 partition that has none. Every record at or after ``T`` lies after that offset, and
 the runtime drops the later records before ``T``, so the rewind is exact. Path A
-continues from the offsets in Spark's checkpoint, as Spark's Kafka source always does.
+continues from the offsets in Spark's checkpoint, as Spark's Kafka source always does
+(and fails, naming them, when retention deleted records it has not read yet).
+
+Retention may delete records a rewind needs. Before the clock reaches ``T`` the driver
+records each partition's first offset at or after ``T`` (``rewind_positions``, with
+``confluent-kafka``: ``pip install 'persistent-state[kafka]'``), and a restart from the
+clock first checks that every partition still begins at or before it (``check``): a
+rewind that would skip records fails, naming topic, partition and offsets, before
+anything runs.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from persistent.core.errors import ConfigError, SetupError
+from persistent.core.errors import ConfigError, InputError, SetupError
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage
 
@@ -27,6 +35,9 @@ __all__ = ["KafkaSource", "KAFKA_PACKAGE"]
 
 #: Maven coordinates of Spark's Kafka connector, without the version (Spark's own).
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+
+#: Seconds the driver waits for a broker's answer to an offset lookup.
+_LOOKUP_TIMEOUT_S = 30
 
 #: Options this source sets itself.
 _MANAGED = (
@@ -94,6 +105,84 @@ class KafkaSource(Source):
                 f"--packages {KAFKA_PACKAGE}:{spark.version}"
             ) from exc
         return messages(records)
+
+
+    def rewind_positions(self):
+        """``positions(clock_ms)``: each partition's first offset with a timestamp at or
+        after ``clock_ms``, or its end offset when it has none, by topic and partition."""
+        lookups = []
+
+        def positions(clock_ms: int) -> dict[str, dict[str, int]]:
+            from confluent_kafka import TopicPartition
+
+            if not lookups:
+                lookups.append(self._consumer())
+            consumer = lookups[0]
+            wanted = [TopicPartition(topic, partition, clock_ms) for topic, partition in self._partitions(consumer)]
+            found: dict[str, dict[str, int]] = {}
+            for each in consumer.offsets_for_times(wanted, timeout=_LOOKUP_TIMEOUT_S):
+                offset = each.offset
+                if offset < 0:  # no record at or after the time: a rewind starts at the end
+                    offset = consumer.get_watermark_offsets(each, timeout=_LOOKUP_TIMEOUT_S)[1]
+                found.setdefault(each.topic, {})[str(each.partition)] = offset
+            return found
+
+        return positions
+
+    def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
+        """Refuses a restart from the clock ``start_ms`` when retention deleted records the
+        rewind needs: a partition now begins after the offset recorded for the clock."""
+        recorded = job.directory().read_rewind_positions(start_ms) if start_ms and job is not None else None
+        if recorded is None:
+            return  # a fresh start, path A, or a clock of a version that recorded none
+        from confluent_kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            gone = []
+            for topic, partitions in sorted(recorded.offsets.items()):
+                for partition, needed in sorted(partitions.items(), key=lambda item: int(item[0])):
+                    begins, _ = consumer.get_watermark_offsets(TopicPartition(topic, int(partition)),
+                                                               timeout=_LOOKUP_TIMEOUT_S)
+                    if begins > needed:
+                        gone.append(f"topic {topic} partition {partition} offsets {needed} to {begins - 1}")
+        finally:
+            consumer.close()
+        if gone:
+            raise InputError(
+                f"kafka source: the restart from clock {start_ms} ms needs records that Kafka deleted "
+                f"(retention): {'; '.join(gone)}. Nothing has run. Restore those records, or start the job "
+                f"over with a new checkpoint directory and output"
+            )
+
+    def _consumer(self):
+        """A Kafka consumer for offset lookups on the driver, with the source's
+        ``kafka.*`` options."""
+        try:
+            from confluent_kafka import Consumer, KafkaException
+        except ImportError:
+            raise SetupError(
+                "kafka source: the driver looks up Kafka offsets with confluent-kafka: "
+                "pip install 'persistent-state[kafka]'"
+            ) from None
+        settings = {"bootstrap.servers": self.bootstrap_servers, "group.id": "persistent-state-offsets",
+                    "enable.auto.commit": False}
+        settings |= {name.removeprefix("kafka."): value for name, value in self.kafka_options.items()
+                     if name.startswith("kafka.")}
+        try:
+            return Consumer(settings)
+        except KafkaException as exc:
+            raise ConfigError(f"kafka source: the driver's Kafka client refuses kafka_options: {exc}") from None
+
+    def _partitions(self, consumer) -> list[tuple[str, int]]:
+        """The (topic, partition) pairs of the source's topics, as the brokers list them now."""
+        pairs = []
+        for topic in (name.strip() for name in self.topics.split(",")):
+            listed = consumer.list_topics(topic, timeout=_LOOKUP_TIMEOUT_S).topics[topic]
+            if listed.error is not None:
+                raise InputError(f"kafka source: topic {topic} on {self.bootstrap_servers}: {listed.error}")
+            pairs += [(topic, partition) for partition in sorted(listed.partitions)]
+        return pairs
 
 
 def messages(records):

@@ -19,6 +19,8 @@
     DIR/delivery               the delivery setting the directory was written with
                                (``persistent.runtime.delivery``)
     DIR/position               at-most-once's position taken (``DeliveryPosition``)
+    DIR/rewind/<T>             where a source that records it (Kafka) rewinds to for clock
+                               ``T``, written before the clock reaches ``T`` (``RewindPositions``)
     DIR/rescale/               only while key groups are re-split (``persistent.runtime.rescale``):
                                the staged checkpoints, then the plan (``RescalePlan``)
     DIR/dead-letters/          the dead-letter output, unless the job names another directory
@@ -75,6 +77,7 @@ __all__ = [
     "FailedBatch",
     "DeliveryPosition",
     "RescalePlan",
+    "RewindPositions",
     "task_name",
     "task_index",
     "PROGRESS_KEPT",
@@ -279,6 +282,17 @@ class RescalePlan(Record):
 
 
 @dataclass(frozen=True)
+class RewindPositions(Record):
+    """``DIR/rewind/<T>``: where the source starts a rewind to clock ``clock_ms`` (path
+    B), as the source was when the clock reached it: for Kafka, each topic's partitions'
+    first offsets with a timestamp at or after ``clock_ms`` (``offsets[topic][partition]``).
+    A restart from the clock checks that the source still holds them."""
+
+    clock_ms: int
+    offsets: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
 class BatchProgress(Record):
     """What one micro-batch did, as reported by the driver: the record
     ``record_progress`` keeps in ``DIR/progress/`` and ``persistent status`` reads."""
@@ -362,6 +376,7 @@ class JobDirectory:
         #: The delivery setting, a word (``persistent.runtime.delivery.Delivery``).
         self.delivery = fs.join(self.root, "delivery")
         self._position = fs.join(self.root, "position")
+        self._rewind = fs.join(self.root, "rewind")
         self.rescale = fs.join(self.root, "rescale")
         #: Where a rescale stages the new key groups' checkpoints.
         self.rescale_checkpoints = fs.join(self.rescale, "checkpoints")
@@ -429,6 +444,21 @@ class JobDirectory:
     def record_position(self, position: DeliveryPosition) -> None:
         """Writes at-most-once's position taken."""
         self._write(self._position, position)
+
+    def record_rewind_positions(self, positions: RewindPositions) -> None:
+        """Records where the source rewinds to for clock ``positions.clock_ms``."""
+        self._write(self.fs.join(self._rewind, f"{positions.clock_ms:015d}"), positions)
+
+    def read_rewind_positions(self, clock_ms: int) -> RewindPositions | None:
+        """Where the source rewinds to for clock ``clock_ms``; None when unrecorded."""
+        return self._read(RewindPositions, self.fs.join(self._rewind, f"{clock_ms:015d}"),
+                          f"delete it to restart from clock {clock_ms} ms without checking the source's retention")
+
+    def retain_rewind_positions(self, oldest_ms: int) -> None:
+        """Drops the rewind positions of clocks before ``oldest_ms``, where no restart goes."""
+        for name in self.fs.list_names(self._rewind):
+            if name.isdigit() and int(name) < oldest_ms:
+                self.fs.delete(self.fs.join(self._rewind, name))
 
     def read_rescale_plan(self) -> RescalePlan | None:
         """The rescale whose install has begun but not finished, if any."""

@@ -75,7 +75,8 @@ class WebHdfsFileSystem(FileSystem):
         except HdfsError as exc:
             if exc.exception == "FileNotFoundException":
                 raise FileNotFoundError(f"{uri} does not exist") from None
-            raise OSError(f"WebHDFS could not {action} {uri}: {exc.message}") from None
+            # An error the DataNode relays holds the NameNode's Java stack after its message.
+            raise OSError(f"WebHDFS could not {action} {uri}: {exc.message.splitlines()[0]}") from None
         except OSError as exc:  # requests' connection errors and timeouts
             raise OSError(f"WebHDFS at {self.url} could not {action} {uri}: {exc}") from None
 

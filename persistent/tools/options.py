@@ -15,7 +15,7 @@ import argparse
 from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.runtime.delivery import Delivery
 
-__all__ = ["add_job_options", "job_settings", "run"]
+__all__ = ["add_job_options", "add_kafka_options", "kafka_source", "job_settings", "run"]
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +47,32 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="serve the job's metrics for Prometheus at http://DRIVER:PORT/metrics "
                              "(needs persistent-state[metrics]); see docs/deploy.md")
+
+
+def add_kafka_options(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--kafka BOOTSTRAP``, ``--topic`` and ``--max-offsets-per-batch``: with
+    either of the first two, the application reads a Kafka topic instead of its other
+    input (``kafka_source``)."""
+    kafka = parser.add_argument_group(
+        "Kafka input", "read a topic through Spark's Kafka connector: spark-submit --packages "
+                       "org.apache.spark:spark-sql-kafka-0-10_2.13:SPARK_VERSION (docs/deploy.md)")
+    kafka.add_argument("--kafka", metavar="BOOTSTRAP", help="the brokers' addresses, HOST:PORT[,HOST:PORT...]")
+    kafka.add_argument("--topic", help="the topic to read (several: comma-separated)")
+    kafka.add_argument("--max-offsets-per-batch", type=int, default=100_000, metavar="N",
+                       help="records per micro-batch at most, over all partitions (default: %(default)s)")
+
+
+def kafka_source(args: argparse.Namespace):
+    """The ``KafkaSource`` of the options of ``add_kafka_options``; a ``ConfigError``
+    when only one of ``--kafka`` and ``--topic`` is given, or ``--input`` as well."""
+    from persistent.core.errors import ConfigError
+    from persistent.sources.kafka import KafkaSource
+
+    if not args.kafka or not args.topic:
+        raise ConfigError("--kafka and --topic go together: the brokers and the topic to read")
+    if getattr(args, "input", None):
+        raise ConfigError("--input and --kafka name two inputs: give one")
+    return KafkaSource(args.kafka, args.topic, max_offsets_per_batch=args.max_offsets_per_batch)
 
 
 def job_settings(args: argparse.Namespace, table: str, key_column: str, value_column: str) -> dict:

@@ -1,17 +1,19 @@
-"""``WebHdfsFileSystem`` and the command line on ``webhdfs://`` job directories.
-
-No HDFS server can be had on these machines, so these tests run a test double at
-the protocol level (``tests/webhdfs_double.py``, the ``hdfs`` fixture). Everything
-above the HTTP requests is the real code.
+"""``WebHdfsFileSystem`` and the command line on ``webhdfs://`` and ``hdfs://`` job
+directories, on a real HDFS: the session's NameNode and DataNode (``hdfs_cluster``),
+each test in a directory of its own (``hdfs_dir``). What the code under test wrote is
+looked at with another WebHDFS client, and what it asked the NameNode for in the
+NameNode's audit log.
 """
 
 from __future__ import annotations
 
-import os
+import threading
+import types
 
 import pytest
 
 from persistent.core.errors import ConfigError
+from persistent.storage import webhdfs
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory, RecoveryPath
 from persistent.storage.webhdfs import WebHdfsFileSystem
@@ -23,45 +25,89 @@ from jobwriter import Counting, JobWriter, run_cli, three_batches
 # -- the file system ----------------------------------------------------------------
 
 
-def test_files_are_written_read_listed_and_deleted_over_webhdfs(hdfs):
-    url, root, _ = hdfs
+def test_files_are_written_read_listed_and_deleted_over_webhdfs(hdfs_dir):
+    url = hdfs_dir.webhdfs_uri
     fs = WebHdfsFileSystem(url)
     fs.write_atomic(f"{url}/jobs/a/x/one", b"first")
     fs.write_atomic(f"{url}/jobs/a/two", b"\x00\xff" * 1000)
-    assert (root / "jobs/a/x/one").read_bytes() == b"first"
+    assert hdfs_dir.read_bytes("jobs/a/x/one") == b"first"
     assert fs.read_bytes(f"{url}/jobs/a/two") == b"\x00\xff" * 1000
     assert fs.list_names(f"{url}/jobs/a") == ["two", "x"]
     assert fs.list_names(f"{url}/jobs/nothing") == []
     assert fs.exists(f"{url}/jobs/a/x") and fs.exists(f"{url}/jobs/a/two") and not fs.exists(f"{url}/jobs/b")
     fs.mkdirs(f"{url}/jobs/empty/deeper")
-    assert (root / "jobs/empty/deeper").is_dir()
+    assert hdfs_dir.status("jobs/empty/deeper")["type"] == "DIRECTORY"
     fs.delete(f"{url}/jobs/a/x")
     fs.delete(f"{url}/jobs/a/never")
-    assert fs.list_names(f"{url}/jobs/a") == ["two"]
+    assert fs.list_names(f"{url}/jobs/a") == ["two"] == hdfs_dir.list_names("jobs/a")
     with pytest.raises(FileNotFoundError, match="/jobs/a/x/one does not exist"):
         fs.read_bytes(f"{url}/jobs/a/x/one")
 
 
-def test_replacing_a_file_writes_a_temporary_file_and_renames_it_over_the_target(hdfs):
-    url, root, log = hdfs
+def test_replacing_a_file_writes_a_temporary_file_and_renames_it_over_the_target(hdfs_dir):
+    url, clock = hdfs_dir.webhdfs_uri, f"{hdfs_dir.path}/clock/clock"
     fs = WebHdfsFileSystem(url)
     fs.write_atomic(f"{url}/clock/clock", b"old")
-    log.clear()
+    before = len(hdfs_dir.audit())
     fs.write_atomic(f"{url}/clock/clock", b"new")
-    assert fs.read_bytes(f"{url}/clock/clock") == b"new"
-    assert os.listdir(root / "clock") == ["clock"]
-    (create, temp, created), (rename, source, renamed) = [
-        (op, path, params) for role, method, op, path, params in log if role == "namenode" and method == "PUT"
-    ]
-    assert (create, rename, source) == ("CREATE", "RENAME", temp)
-    assert temp.startswith(f"/clock/{TEMP_PREFIX}") and created["overwrite"].lower() == "false"
-    assert renamed["destination"] == "/clock/clock" and renamed["renameoptions"] == "OVERWRITE"
-    served = [(method, op, path) for role, method, op, path, _ in log if role == "datanode"]
-    assert served == [("PUT", "CREATE", temp), ("GET", "OPEN", "/clock/clock")]
+    replacing = [entry for entry in hdfs_dir.audit()[before:] if entry[0] != "getfileinfo"]
+    assert fs.read_bytes(f"{url}/clock/clock") == b"new" == hdfs_dir.read_bytes("clock/clock")
+    assert hdfs_dir.list_names("clock") == ["clock"]
+    assert len(replacing) == 2, replacing
+    (create, temp, _), renamed = replacing
+    assert create == "create" and temp.startswith(f"{hdfs_dir.path}/clock/{TEMP_PREFIX}")
+    assert renamed == ("rename (options=[OVERWRITE])", temp, clock)
 
 
-def test_a_uri_of_another_namenode_is_refused(hdfs):
-    url, _, _ = hdfs
+def test_a_reader_sees_the_old_or_the_new_bytes_while_a_file_is_replaced(hdfs_dir):
+    url = hdfs_dir.webhdfs_uri
+    fs = WebHdfsFileSystem(url)
+    # Written in place, the file would be empty or short for a while: with these sizes
+    # nearly every other replacement shows it to the reader.
+    versions = [bytes([n]) * (256 << 10) for n in range(2)]
+    fs.write_atomic(f"{url}/clock/clock", versions[0])
+    read, done = [], threading.Event()
+
+    def reader():
+        while not done.is_set():
+            try:
+                read.append(hdfs_dir.read_bytes("clock/clock"))
+            except Exception as error:  # the file missing or unreadable: it fails the test below
+                read.append(error)
+                return
+
+    reading = threading.Thread(target=reader)
+    reading.start()
+    replaced = 0
+    try:
+        while reading.is_alive() and (replaced < 20 or len(read) < 20):
+            replaced += 1
+            fs.write_atomic(f"{url}/clock/clock", versions[replaced % 2])
+    finally:
+        done.set()
+        reading.join()
+    assert [data if isinstance(data, Exception) else len(data) for data in read if data not in versions] == []
+    assert hdfs_dir.list_names("clock") == ["clock"]
+
+
+def test_a_temporary_file_of_the_same_name_is_neither_overwritten_nor_removed(hdfs_dir, monkeypatch):
+    url = hdfs_dir.webhdfs_uri
+    fs = WebHdfsFileSystem(url)
+    same = types.SimpleNamespace(hex="0" * 32)  # every write picks the same temporary name
+    monkeypatch.setattr(webhdfs, "uuid", types.SimpleNamespace(uuid4=lambda: same))
+    fs.write_atomic(f"{url}/clock/clock", b"old")
+    [temp] = [source.removeprefix(f"{hdfs_dir.path}/") for command, source, _ in hdfs_dir.audit()
+              if command == "create"]
+    hdfs_dir.write_bytes(temp, b"another writer's")
+    with pytest.raises(OSError, match=f"WebHDFS could not write {url}/clock/clock: .*already exists") as refused:
+        fs.write_atomic(f"{url}/clock/clock", b"new")
+    assert "\n" not in str(refused.value)  # the NameNode's message, not its Java stack
+    assert hdfs_dir.read_bytes(temp) == b"another writer's"
+    assert hdfs_dir.read_bytes("clock/clock") == b"old"
+
+
+def test_a_uri_of_another_namenode_is_refused():
+    url = "webhdfs://namenode.example.org:9870"
     with pytest.raises(ConfigError, match="is not on webhdfs://"):
         WebHdfsFileSystem(url).read_bytes("webhdfs://elsewhere:9870/x")
     with pytest.raises(ConfigError, match="not a webhdfs://NAMENODE"):
@@ -92,34 +138,34 @@ class socket_bound:
 
 
 @pytest.fixture
-def job_on_hdfs(hdfs):
-    """A counting job written over WebHDFS: ``(its webhdfs URI, its local path)``."""
-    url, root, _ = hdfs
-    writer = JobWriter(f"{url}/jobs/count", Counting(), fs=WebHdfsFileSystem(url))
-    three_batches(writer)
-    return f"{url}/jobs/count", str(root / "jobs" / "count")
+def job_on_hdfs(hdfs_dir) -> str:
+    """A counting job written over WebHDFS into ``jobs/count`` of ``hdfs_dir``: its webhdfs URI."""
+    uri = f"{hdfs_dir.webhdfs_uri}/jobs/count"
+    three_batches(JobWriter(uri, Counting(), fs=WebHdfsFileSystem(uri)))
+    return uri
 
 
 @pytest.mark.parametrize(
     "command",
     [["status"], ["clock"], ["inspect"], ["inspect", "--at", "100"], ["inspect", "--key", "k4"]],
 )
-def test_commands_print_the_same_over_webhdfs_as_on_the_local_directory(capsys, monkeypatch, job_on_hdfs, command):
-    uri, local = job_on_hdfs
+def test_commands_print_the_same_over_webhdfs_as_on_a_local_copy(capsys, monkeypatch, tmp_path, hdfs_dir, job_on_hdfs,
+                                                                  command):
+    local = hdfs_dir.download("jobs/count", str(tmp_path / "count"))
     monkeypatch.setattr(cli, "_now_ms", lambda: 1_700_000_100_000)
-    code, remote_out, _ = run_cli(capsys, command[0], uri, *command[1:])
+    code, remote_out, _ = run_cli(capsys, command[0], job_on_hdfs, *command[1:])
     assert code == 0 and remote_out
     _, local_out, _ = run_cli(capsys, command[0], local, *command[1:])
-    assert remote_out == local_out.replace(local, uri)
+    assert remote_out == local_out.replace(local, job_on_hdfs)
 
 
-def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, job_on_hdfs):
-    uri, local = job_on_hdfs
-    directory = JobDirectory(LocalFileSystem(), local)
-    at_100 = {g: directory.store(g).recover(100) for g in range(3)}
-    code, out, _ = run_cli(capsys, "rewind", uri, "--to", 100)
-    assert code == 0 and f"rewound the clock of {uri} from 400 ms to 100 ms" in out
-    assert not os.path.exists(directory.spark)
+def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, tmp_path, hdfs_dir, job_on_hdfs):
+    before = JobDirectory(LocalFileSystem(), hdfs_dir.download("jobs/count", str(tmp_path / "before")))
+    at_100 = {g: before.store(g).recover(100) for g in range(3)}
+    code, out, _ = run_cli(capsys, "rewind", job_on_hdfs, "--to", 100)
+    assert code == 0 and f"rewound the clock of {job_on_hdfs} from 400 ms to 100 ms" in out
+    assert hdfs_dir.status("jobs/count/spark") is None
+    directory = JobDirectory(LocalFileSystem(), hdfs_dir.download("jobs/count", str(tmp_path / "after")))
     assert [directory.store(g).times() for g in range(3)] == [[100]] * 3
     plan = directory.plan(3)
     assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, set(at_100))
@@ -129,17 +175,17 @@ def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, job_on_hdfs):
 # -- hdfs:// on the executors ---------------------------------------------------------
 
 
-def test_an_hdfs_uri_is_reached_over_webhdfs_as_the_key_groups_reach_it(hdfs):
-    url, root, log = hdfs
-    uri = "hdfs://namenode.example.org:8020/jobs/count"
-    assert WebHdfsFileSystem(uri).url == "http://namenode.example.org:9870"  # the NameNode's HTTP port
-    # What a key group does on its executor: the runtime's storage opens the directory
-    # with the job's webhdfs_address, writes its checkpoint, and restores it.
-    directory = JobStorage(uri, url.replace("webhdfs://", "http://")).directory()
+def test_an_hdfs_uri_is_reached_over_webhdfs_as_the_key_groups_reach_it(hdfs_dir):
+    assert WebHdfsFileSystem("hdfs://namenode.example.org:8020/jobs/count").url == "http://namenode.example.org:9870"
+    # What a key group does on its executor: the runtime's storage opens the directory,
+    # named with the NameNode's RPC port, at the job's webhdfs_address, writes its
+    # checkpoint, and restores it.
+    directory = JobStorage(f"{hdfs_dir.uri}/jobs/count", hdfs_dir.http).directory()
     size, _ = directory.store(3).persist(1000, b"state of key group 3")
     assert directory.restore(3, 1000) == b"state of key group 3"
-    stored = root / "jobs" / "count" / "checkpoints" / "group-00003" / "0000000000000000001000.ckpt"
-    assert stored.stat().st_size == size
-    assert {op for role, _, op, _, _ in log if role == "namenode"} >= {"CREATE", "RENAME", "OPEN"}
-    with pytest.raises(ConfigError, match="is not on hdfs://namenode.example.org:8020"):
+    group = "jobs/count/checkpoints/group-00003"
+    assert hdfs_dir.list_names(group) == ["0000000000000000001000.ckpt"]
+    assert hdfs_dir.status(f"{group}/0000000000000000001000.ckpt")["length"] == size
+    assert {command for command, _, _ in hdfs_dir.audit()} >= {"create", "rename (options=[OVERWRITE])", "open"}
+    with pytest.raises(ConfigError, match=f"is not on {hdfs_dir.cluster.uri}"):
         directory.fs.read_bytes("hdfs://elsewhere:8020/x")

@@ -1,5 +1,7 @@
-"""KafkaSource's options for Spark's Kafka source (there is no Kafka broker here; the
-mapping of Kafka rows to messages is tested on Spark in tests/spark/test_integrations.py)."""
+"""KafkaSource's options for Spark's Kafka source, and its record and check of where a
+rewind starts, against the real broker (``kafka_broker``). The mapping of Kafka rows to
+messages is tested on Spark in tests/spark/test_integrations.py, whole jobs on Kafka in
+tests/spark/test_kafka.py."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ import os
 import pyspark
 import pytest
 
-from persistent.core.errors import ConfigError
+from kafka_topics import Topic, spread
+from persistent.core.errors import ConfigError, InputError
 from persistent.sources.kafka import KAFKA_PACKAGE, KafkaSource
+from persistent.storage.filesystems import JobStorage
+from persistent.storage.job_directory import RewindPositions
 
 
 def test_a_fresh_start_reads_from_the_earliest_offsets():
@@ -59,3 +64,35 @@ def test_the_connector_package_matches_the_installed_spark_scala_version():
     (spark_sql,) = glob.glob(os.path.join(jars, "spark-sql_*.jar"))
     scala = os.path.basename(spark_sql).split("_")[1].split("-")[0]
     assert KAFKA_PACKAGE == f"org.apache.spark:spark-sql-kafka-0-10_{scala}"
+
+
+def test_a_rewind_starts_at_each_partitions_first_record_at_or_after_the_clock_or_at_its_end(kafka_broker):
+    topic = Topic(kafka_broker.bootstrap)
+    # Partition 0: times 10, 40, 70, ...; partition 1: 20, 50, ...; partition 2: 30, 60, ...
+    # Out of order in partition 0 after that: a record at 5 behind one at 1,000.
+    topic.write(spread(10, 30, 10) + [(0, "late", 1_000), (0, "early", 5)])
+    positions = KafkaSource(kafka_broker.bootstrap, topic.name).rewind_positions()
+    assert positions(1) == {topic.name: {"0": 0, "1": 0, "2": 0}}
+    assert positions(45) == {topic.name: {"0": 2, "1": 1, "2": 1}}
+    assert positions(300) == {topic.name: {"0": 10, "1": 10, "2": 9}}  # the end of 1
+    assert positions(1_000) == {topic.name: {"0": 10, "1": 10, "2": 10}}
+    assert positions(1_001) == {topic.name: {"0": 12, "1": 10, "2": 10}}
+
+
+def test_a_restart_from_a_clock_whose_records_retention_deleted_is_refused_naming_them(kafka_broker, tmp_path):
+    topic = Topic(kafka_broker.bootstrap)
+    topic.write(spread(1, 60, 10))
+    source, job = KafkaSource(kafka_broker.bootstrap, topic.name), JobStorage(str(tmp_path / "job"))
+    job.directory().record_rewind_positions(RewindPositions(301, source.rewind_positions()(301)))
+    assert job.directory().read_rewind_positions(301).offsets == {topic.name: {"0": 10, "1": 10, "2": 10}}
+
+    topic.delete_before(1, 10)  # what the rewind needs still there
+    source.check(301, job)
+    source.check(None, job)  # path A: Spark's checkpoint names its offsets
+    topic.delete_before(2, 13)
+    topic.delete_before(0, 11)
+    with pytest.raises(InputError, match=(
+            f"the restart from clock 301 ms needs records that Kafka deleted \\(retention\\): "
+            f"topic {topic.name} partition 0 offsets 10 to 10; topic {topic.name} partition 2 offsets 10 to 12")):
+        source.check(301, job)
+    source.check(600, job)  # a clock with nothing recorded (an earlier version's) is not checked

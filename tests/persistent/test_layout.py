@@ -9,7 +9,7 @@ import pytest
 from persistent.runtime import layout
 from persistent.runtime.layout import group_slots, slot_group, spark_hashes
 
-# Spark 4.3's ``hash()`` of these values of an ``int`` column.
+# Spark's ``hash()`` of these values of an ``int`` column.
 SPARK_HASHES = {0: 933211791, 1: -559580957, 2: 1765031574, 7: 1079293707, 42: 29417773, -1: -1604776387,
                 -42: 1758484645, 2**31 - 1: 133916647, -(2**31): 723455942, 123456789: -598405280}
 

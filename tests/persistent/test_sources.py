@@ -15,9 +15,10 @@ from persistent.core.badrecords import BadRecord
 from persistent.core.errors import ConfigError
 from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
 from persistent.sources.generator import GeneratorSource, _GeneratorReader
-from persistent.storage.files_log import InputFileChangedError
+from persistent.storage.files_log import FilesLog, InputFileChangedError
 from persistent.storage.filesystems import JobStorage
 from state.errors import CorruptCheckpointError
+from state.fs import TEMP_PREFIX, FileStatus, LocalFileSystem
 
 
 def rows(reader, start, end):
@@ -316,6 +317,64 @@ def test_a_read_file_that_changes_is_refused_naming_it(inputs, reader, change):
 
 
 
+def test_a_changed_file_is_named_with_its_size_and_utc_time_as_read_and_now(inputs, reader):
+    write_lines(inputs, "a.txt", "one")
+    os.utime(inputs / "a.txt", ns=(0, 1_700_000_000_000_000_000))
+    read, _ = read_all(reader(), {"files": 0})
+    os.utime(inputs / "a.txt", ns=(0, 1_700_000_000_005_000_000))
+    with pytest.raises(InputFileChangedError, match=r"\(4 bytes, modified 2023-11-14T22:13:20.000\+00:00; now "
+                                                    r"4 bytes, modified 2023-11-14T22:13:20.005\+00:00\)"):
+        reader().latestOffset(read, ReadAllAvailable())
+
+
+def test_files_whose_names_start_with_a_dot_or_an_underscore_are_not_input(inputs, reader):
+    for name in (".a.txt", "_SUCCESS", "b.txt"):
+        write_lines(inputs, name, name)
+    assert read_all(reader(), {"files": 0})[1] == [("b.txt", 1, "b.txt")]
+
+
+def files(*names: str, size: int = 1) -> list[FileStatus]:
+    return [FileStatus(name, size, 1_000) for name in names]
+
+
+def test_a_file_taken_again_is_rewritten_in_its_own_record_of_the_log(tmp_path):
+    log = FilesLog("in", LocalFileSystem(), str(tmp_path / "input"))
+    for taken in (files("a", "b"), files("c", "d", "e"), files("f")):  # records from files 0, 2 and 5
+        log.take(taken)
+    expected = files("a", "b", "c", "d", "e", "f")
+    # The first of a record, one inside it, and the only one of the last record.
+    for index, now in zip((2, 3, 5), files("c", "d", "f", size=2)):
+        log.retake(index, now)
+        expected[index] = now
+        assert log.files == expected
+        assert FilesLog("in", LocalFileSystem(), str(tmp_path / "input")).files == expected
+
+
+def test_the_log_ignores_what_is_no_record_of_it_and_refuses_a_gap_between_records(tmp_path):
+    fs, path = LocalFileSystem(), str(tmp_path / "input")
+    log = FilesLog("in", fs, path)
+    log.take(files("a", "b"))
+    for other in (f"{TEMP_PREFIX}0000000002.json", "0000000002.json.partial", "12345-notes.json"):
+        fs.write_atomic(fs.join(path, other), b"[")
+    assert FilesLog("in", fs, path).files == files("a", "b")
+    gap = fs.join(path, "0000000005.json")
+    fs.write_atomic(gap, b'[["f", 1, 1000]]')
+    with pytest.raises(CorruptCheckpointError, match="0000000005.json starts at file 5, but the records before it "
+                                                     "hold 2 files") as raised:
+        FilesLog("in", fs, path)
+    assert raised.value.path == gap
+
+
+def test_a_log_refuses_a_file_it_took_that_shows_another_size_naming_its_number(tmp_path):
+    log = FilesLog("in")
+    log.take(files("a", "b"))
+    changed = {"b": files("b", size=2)[0]}
+    with pytest.raises(InputFileChangedError, match="in/b changed after it was read as file 1 "):
+        log.check(changed)
+    with pytest.raises(InputFileChangedError, match="in/b changed after it was read as file 1 "):
+        log.needed(0, 2, {"a": files("a")[0], **changed})
+
+
 def spark_checkpoint(job, ends: list[int], committed: int):
     """Spark's checkpoint in ``job``: micro-batch ``n`` read files up to ``ends[n]`` (and
     the heartbeat source a beat), and the batches up to ``committed`` are committed."""
@@ -457,14 +516,12 @@ read_as.names = {"text": "a.txt", "jsonl": "b.jsonl", "parquet": "c.parquet"}
 
 
 @pytest.mark.parametrize("file_format", ["text", "jsonl", "parquet"])
-def test_input_on_hdfs_reads_as_the_same_files_on_local_disk(tmp_path, hdfs, file_format):
-    url, root, log = hdfs
-    (root / "in").mkdir()
-    write_inputs(root / "in")
-    on_hdfs = read_as("hdfs://127.0.0.1:8020/in", file_format, webhdfs_address=url.replace("webhdfs", "http"))
-    assert on_hdfs == read_as(root / "in", file_format) and len(on_hdfs) == 2
-    assert {(role, op, path) for role, _, op, path, _ in log} >= {
-        ("namenode", "LISTSTATUS", "/in"), ("datanode", "OPEN", f"/in/{read_as.names[file_format]}")}
+def test_input_on_hdfs_reads_as_the_same_files_on_local_disk(tmp_path, hdfs_dir, file_format):
+    write_inputs(tmp_path)
+    for name in read_as.names.values():
+        hdfs_dir.write_bytes(f"in/{name}", (tmp_path / name).read_bytes())
+    on_hdfs = read_as(f"{hdfs_dir.uri}/in", file_format, webhdfs_address=hdfs_dir.http)
+    assert on_hdfs == read_as(tmp_path, file_format) and len(on_hdfs) == 2
 
 
 @pytest.mark.parametrize("file_format", ["text", "jsonl", "parquet"])

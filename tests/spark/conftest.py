@@ -4,8 +4,8 @@ The session holds an exclusive lock on ``PERSISTENT_SPARK_LOCK`` (default
 ``/tmp/persistent-spark.lock``) while it lives, so two test runs on one machine
 take turns instead of starving each other.
 
-Jobs serve Spark's web UI; the Spark applications of the tests do not
-(``without_spark_ui``).
+Jobs serve Spark's web UI; the Spark applications of the tests do not, and their JVMs
+compile with the JIT's first tier only (``test_jvm_options``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,27 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 sys.path.insert(0, EXAMPLES)  # the tests import the examples' jobs and helpers
 
 
+#: JVM options of the tests' Spark applications: only the JIT's first tier. The tests'
+#: JVMs live for seconds on small data, where the optimizing compiler's work never pays
+#: off: it took about 45 % of a crash-test run's CPU time.
+TEST_JVM = "-XX:TieredStopAtLevel=1"
+
+#: Hadoop's HDFS client first asks again for a file's completion after 400 ms, each time
+#: it closes a file Spark wrote, where the test cluster's DataNode has reported the
+#: block within milliseconds: 20 ms makes Spark's checkpoint writes on the test HDFS
+#: take tens of milliseconds, not half a second each.
+HDFS_CLIENT = "-Dspark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms=20"
+
+
 @pytest.fixture(scope="session", autouse=True)
-def without_spark_ui():
-    """Turns Spark's web UI off in every Spark application the tests start: this
-    process's session and the spark-submit runs, whose driver JVMs take
-    ``SPARK_SUBMIT_OPTS`` as system properties (``spark.*`` ones are settings)."""
-    options = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Dspark.ui.enabled=false".strip()
+def test_jvm_options():
+    """Applies ``TEST_JVM`` and ``HDFS_CLIENT`` and turns Spark's web UI off in every
+    Spark application the tests start: this process's session and the spark-submit
+    runs, whose driver JVMs take ``SPARK_SUBMIT_OPTS`` as JVM options and ``-Dspark.*``
+    ones as settings; executors of ``local-cluster`` masters get ``TEST_JVM`` as
+    ``spark.executor.extraJavaOptions``."""
+    options = (f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM} -Dspark.ui.enabled=false "
+               f"-Dspark.executor.extraJavaOptions={TEST_JVM} {HDFS_CLIENT}").strip()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPARK_SUBMIT_OPTS", options)
         yield

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from pyspark.find_spark_home import _find_spark_home
 
 from persistent.core.faults import CrashPoint
+from state.fs import FileSystem, LocalFileSystem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -113,20 +113,28 @@ class Crasher:
     def crash_at(self, point: CrashPoint, arrival: int, timeout_s: float = 300) -> Outcome:
         """Runs until the ``arrival``-th arrival at crash point ``point``, then kills the job.
 
-        A run that ends before reaching the point is not killed.
+        A run that ends before reaching the point fails the test: a crash test names
+        points its runs reach.
         """
         marker = self.workdir / f"crashed-{self.runs + 1:02d}"
         process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
-        return self._finish(process, log, kill=self._wait(process, lambda: marker.exists(), timeout_s))
+        if not self._wait(process, log, marker.exists, timeout_s):
+            ended = self._finish(process, log, kill=False)
+            raise AssertionError(f"run {self.runs} ended (exit {ended.returncode}) before crash point "
+                                 f"{point}:{arrival} (seed {self.seed}); log: {log}")
+        return self._finish(process, log, kill=True)
 
-    def crash_and_lose_sparks_checkpoint(self, checkpoint: Path, points: list[tuple[CrashPoint, int]]) -> int:
+    def crash_and_lose_sparks_checkpoint(self, checkpoint: Path | str, points: list[tuple[CrashPoint, int]],
+                                         fs: FileSystem | None = None) -> int:
         """``crash_at`` each ``(point, arrival)``; after a kill once the clock exists, deletes
-        Spark's checkpoint (``CHECKPOINT/spark``) so the next start takes path B. Returns
-        how many restarts are from the clock."""
+        Spark's checkpoint (``CHECKPOINT/spark``, on ``fs``: by default the local file
+        system) so the next start takes path B. Returns how many restarts are from the clock."""
+        fs = fs or LocalFileSystem()
         from_clock = 0
         for point, arrival in points:
-            if self.crash_at(point, arrival).killed and (checkpoint / "clock").exists():
-                shutil.rmtree(checkpoint / "spark")
+            self.crash_at(point, arrival)
+            if fs.exists(f"{checkpoint}/clock"):
+                fs.delete(f"{checkpoint}/spark")
                 from_clock += 1
         return from_clock
 
@@ -135,20 +143,34 @@ class Crasher:
         delay = self.random.uniform(low_s, high_s)
         process, log = self._start({})
         deadline = time.monotonic() + delay
-        return self._finish(process, log, kill=self._wait(process, lambda: time.monotonic() >= deadline, delay + 5))
+        return self._finish(process, log, kill=self._wait(process, log, lambda: time.monotonic() >= deadline, delay + 5))
+
+    def disturb_after(self, needle: str, disturb, timeout_s: float = 300) -> Outcome:
+        """Once the log shows ``needle``, calls ``disturb(pid)`` with the job's process id
+        (a fault outside the job: a server restarted, a process killed) and lets the job
+        run to its end, whichever way it ends."""
+        process, log = self._start({})
+        if not self._wait(process, log, lambda: needle in log.read_text(errors="replace"), timeout_s):
+            self._finish(process, log, kill=False)
+            raise AssertionError(f"the job ended before {needle!r} appeared in {log}")
+        try:
+            disturb(process.pid)
+        except BaseException:
+            self._finish(process, log, kill=True)
+            raise
+        return self._to_the_end(process, log, timeout_s)
 
     def kill_one_executor_after(self, needle: str, timeout_s: float = 300) -> Outcome:
         """Once the log shows ``needle``, SIGKILLs one executor JVM (``local-cluster``
         masters) and lets the job run to its end: Spark must retry the lost tasks."""
-        process, log = self._start({})
-        if not self._wait(process, lambda: needle in log.read_text(errors="replace"), timeout_s):
-            raise AssertionError(f"{needle!r} never appeared in {log}")
-        executors = [pid for pid in session_processes(process.pid) if b"CoarseGrainedExecutorBackend" in _cmdline(pid)]
-        if not executors:
-            self._finish(process, log, kill=True)
-            raise AssertionError("no executor process found: is the master local-cluster?")
-        os.kill(executors[0], signal.SIGKILL)
-        return self._to_the_end(process, log, timeout_s)
+
+        def kill_an_executor(job: int) -> None:
+            executors = [pid for pid in session_processes(job) if b"CoarseGrainedExecutorBackend" in _cmdline(pid)]
+            if not executors:
+                raise AssertionError("no executor process found: is the master local-cluster?")
+            os.kill(executors[0], signal.SIGKILL)
+
+        return self.disturb_after(needle, kill_an_executor, timeout_s)
 
     def kill_executor_at(self, point: CrashPoint, arrival: int, timeout_s: float = 300) -> Outcome:
         """Runs until the ``arrival``-th arrival at crash point ``point`` in a Python worker
@@ -156,7 +178,7 @@ class Crasher:
         and lets the job run to its end: Spark must retry the lost task elsewhere."""
         marker = self.workdir / f"crashed-{self.runs + 1:02d}"
         process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
-        if not self._wait(process, lambda: marker.exists() and marker.read_text(), timeout_s):
+        if not self._wait(process, log, lambda: marker.exists() and marker.read_text(), timeout_s):
             raise AssertionError(f"the job ended before crash point {point}:{arrival}; log: {log}")
         worker = int(marker.read_text())
         executor = next((pid for pid in _ancestors(worker) if b"CoarseGrainedExecutorBackend" in _cmdline(pid)), None)
@@ -167,15 +189,17 @@ class Crasher:
             os.kill(pid, signal.SIGKILL)
         return self._to_the_end(process, log, timeout_s)
 
-    @staticmethod
-    def _wait(process: subprocess.Popen, condition, timeout_s: float) -> bool:
-        """True when ``condition`` came true while the process ran; False when it ended first."""
+    def _wait(self, process: subprocess.Popen, log: Path, condition, timeout_s: float) -> bool:
+        """True when ``condition`` came true while the process ran; False when it ended
+        first. When neither happens in ``timeout_s``, kills the job and fails the test."""
         deadline = time.monotonic() + timeout_s
         while process.poll() is None:
             if condition():
                 return True
             if time.monotonic() > deadline:
-                return True
+                self._finish(process, log, kill=True)
+                raise AssertionError(f"run {self.runs} neither ended nor got there in {timeout_s} s "
+                                     f"(seed {self.seed}); log: {log}")
             time.sleep(0.1)
         return False
 

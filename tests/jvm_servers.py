@@ -1,0 +1,511 @@
+"""Real Kafka and HDFS servers for the integration tests, on loopback ports.
+
+Their jars come from Maven Central as ``tests/jvm/pom.xml`` lists them: ``fetch`` copies them
+with ``mvn`` into a cache (``.venv/jvm/`` of this checkout) and fetches again only when the
+pom, ``tests/jvm/MiniHdfs.java`` or this module has changed.
+
+``KafkaBroker`` runs a single-node Kafka (KRaft: broker and controller in one process) and
+``MiniHdfs`` an HDFS NameNode with one DataNode and WebHDFS. Each is a context manager that
+starts its server in a directory of its own, which holds the server's log (``log_tail()``
+returns its end, for a failure message), and stops it on exit::
+
+    with KafkaBroker() as kafka, MiniHdfs() as hdfs:
+        kafka.bootstrap      # "127.0.0.1:PORT"
+        hdfs.uri             # "hdfs://127.0.0.1:PORT"
+        hdfs.webhdfs         # "127.0.0.1:PORT"
+        hdfs.restart_namenode()
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
+POM = JVM_SOURCES / "pom.xml"
+MINI_HDFS_SOURCE = JVM_SOURCES / "MiniHdfs.java"
+DEFAULT_CACHE = JVM_SOURCES.parents[1] / ".venv" / "jvm"
+MAVEN_CENTRAL = "https://repo.maven.apache.org"
+
+# Quick to start and small: the servers of a test handle little data.
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true")
+
+# Hadoop's web servers look through the jars that hold their web apps on every start (Jersey
+# for its resource classes, Jetty to unpack the app), inflating each whole: seconds for the
+# shaded jars. ``fetch`` moves these entries into a small jar of their own.
+HADOOP_WEB_ENTRIES = (
+    "webapps/",
+    "org/apache/hadoop/hdfs/server/namenode/web/resources/",
+    "org/apache/hadoop/hdfs/web/resources/",
+)
+
+
+class ServersUnavailable(RuntimeError):
+    """The servers cannot be fetched; the message says why, in one sentence."""
+
+
+def fetch(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The directory with the servers' jars, fetched if they are missing or stale.
+
+    It has ``kafka/`` and ``hdfs/``, the jars of the pom's profiles of those names (``hdfs/``
+    with ``MiniHdfs`` compiled), and a class data sharing archive per server, which makes its
+    JVM start faster; ``maven/``, Maven's repository for them (not ``~/.m2``: Spark's
+    ``--packages`` looks there first, and fails on a pom whose jar Maven did not need).
+    It also has spark-submit fetch Spark's Kafka connector at pyspark's version
+    (``--packages``, into Ivy's cache), as the Kafka tests' runs load it. Concurrent
+    calls wait for each other.
+    """
+    cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
+    cache.mkdir(parents=True, exist_ok=True)
+    sources = (POM, MINI_HDFS_SOURCE, Path(__file__))
+    spark = _spark_version()
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources) + spark.encode()).hexdigest()
+    stamp = cache / "stamp"
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == digest:
+            return cache
+        for tool, what in (("mvn", "Maven 3"), ("javac", "a JDK 17")):
+            if shutil.which(tool) is None:
+                raise ServersUnavailable(
+                    f"the real Kafka and HDFS servers need {what}: `{tool}` is not on the PATH"
+                )
+        stamp.unlink(missing_ok=True)
+        for server in (KafkaBroker, MiniHdfs):
+            shutil.rmtree(cache / server.name, ignore_errors=True)
+            (cache / f"{server.name}.jsa").unlink(missing_ok=True)
+            _copy_dependencies(server.name, cache / server.name)
+        _fetch_kafka_connector(spark)
+        _compile_mini_hdfs(cache / "hdfs")
+        _split_hadoop_web_entries(cache / "hdfs")
+        for server in (KafkaBroker, MiniHdfs):
+            server(cache_dir=cache).record_class_archive()
+        stamp.write_text(digest)
+    return cache
+
+
+def _spark_version() -> str:
+    """The version of the installed pyspark, without importing it."""
+    from importlib.metadata import version
+
+    return version("pyspark")
+
+
+def _fetch_kafka_connector(spark: str) -> None:
+    """Has spark-submit resolve Spark's Kafka connector (``--packages``) into Ivy's cache."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark}"
+    with tempfile.TemporaryDirectory() as empty:
+        nothing = Path(empty) / "nothing.py"
+        nothing.write_text("")
+        submit = Path(_find_spark_home()) / "bin" / "spark-submit"
+        done = subprocess.run([str(submit), "--packages", package, str(nothing)], capture_output=True, text=True)
+    if done.returncode != 0:
+        # Ivy's verdict is the message of the exception that ends its output.
+        verdict = re.search(r"RuntimeException: \[(.*)\]", done.stderr)
+        raise ServersUnavailable(
+            f"the Kafka tests need Spark's Kafka connector from Maven Central ({MAVEN_CENTRAL}): "
+            f"spark-submit --packages {package} failed ({verdict.group(1) if verdict else done.stderr.strip()[-300:]})"
+        )
+
+
+def _copy_dependencies(profile: str, into: Path) -> None:
+    # The plugin by its full name (its version is in the pom): a prefix would need Maven
+    # Central's plugin index, and fail less clearly offline.
+    command = [
+        "mvn", "--batch-mode", "--quiet", "-Dstyle.color=never", "--file", str(POM),
+        "--activate-profiles", profile,
+        "org.apache.maven.plugins:maven-dependency-plugin:copy-dependencies",
+        f"-DoutputDirectory={into}", f"-Dmaven.repo.local={into.parent / 'maven'}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ServersUnavailable(_maven_failure(done.stdout + done.stderr))
+
+
+def _maven_failure(output: str) -> str:
+    """One sentence from mvn's error output: what it could not download, and why."""
+    output = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    errors = [line.removeprefix("[ERROR]").strip() for line in output.splitlines()
+              if line.startswith("[ERROR]")]
+    first = next((line for line in errors if line), output.strip() or "no output")
+    first = first.removesuffix("-> [Help 1]").strip()
+    artifact = re.search(r"(?:dependencies at|artifact|Plugin) ([\w.\-]+(?::[\w.\-]+){2,})", first)
+    what = artifact.group(1) if artifact else "the artifacts of tests/jvm/pom.xml"
+    transfer = re.search(r"transfer failed for \S+: (.*)", first)
+    reason = transfer.group(1) if transfer else first.rsplit(": ", 1)[-1]
+    return (
+        f"the real Kafka and HDFS servers need Maven Central ({MAVEN_CENTRAL}): "
+        f"mvn could not download {what} ({reason.rstrip('. ')})"
+    )
+
+
+def _compile_mini_hdfs(jars: Path) -> None:
+    """Compiles MiniHdfs.java against the jars in ``jars`` into ``jars/mini-hdfs.jar``."""
+    with tempfile.TemporaryDirectory() as classes:
+        command = ["javac", "-nowarn", "-d", classes, "-cp", _classpath(jars),
+                   str(MINI_HDFS_SOURCE)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ServersUnavailable(f"javac could not compile {MINI_HDFS_SOURCE}: {done.stderr}")
+        with zipfile.ZipFile(jars / "mini-hdfs.jar", "w") as jar:
+            for path in sorted(Path(classes).glob("*.class")):
+                jar.write(path, path.name)
+
+
+def _split_hadoop_web_entries(jars: Path) -> None:
+    """Moves HADOOP_WEB_ENTRIES out of the jars in ``jars`` into ``jars/hadoop-web.jar``.
+
+    The jars are written back uncompressed: quick to write, and to read.
+    """
+    with zipfile.ZipFile(jars / "hadoop-web.jar", "w") as web:
+        for path in sorted(jars.glob("hadoop-client-*.jar")):
+            with zipfile.ZipFile(path) as jar:
+                if not any(name.startswith(HADOOP_WEB_ENTRIES) for name in jar.namelist()):
+                    continue
+                rest = path.with_suffix(".tmp")
+                with zipfile.ZipFile(rest, "w") as out:
+                    for entry in jar.infolist():
+                        into = web if entry.filename.startswith(HADOOP_WEB_ENTRIES) else out
+                        if entry.filename not in into.NameToInfo:
+                            into.writestr(entry, jar.read(entry), zipfile.ZIP_STORED)
+            rest.replace(path)
+
+
+def _classpath(jars: Path) -> str:
+    """The jars in ``jars``, in a fixed order."""
+    return os.pathsep.join(str(path) for path in sorted(jars.glob("*.jar")))
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+class _JavaServer:
+    """A server in a JVM of its own, with a directory for its data and its log."""
+
+    name: str  # also the name of its profile in the pom, and of its folder in the cache
+    main: str  # the main class of its JVM
+    heap = "512m"
+    start_timeout = 120
+
+    def __init__(self, directory: str | os.PathLike | None = None,
+                 cache_dir: str | os.PathLike | None = None):
+        """``directory``, kept on exit; without it a temporary one, removed on exit."""
+        self._given_directory = directory
+        self._cache_dir = cache_dir
+        self._recording = False
+        self.directory: Path | None = None
+        self.process: subprocess.Popen | None = None
+        self.startup_seconds: float | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.directory / f"{self.name}.log"
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last lines of the server's log."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError as error:
+            return f"({self.log} unreadable: {error})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def record_class_archive(self) -> None:
+        """Starts and stops the server to write the class data sharing archive of its JVM.
+
+        The archive holds the classes the server loaded, parsed; later starts map them
+        instead, a third faster. A JVM other than the one that wrote it ignores it (with a
+        warning in the server's log).
+        """
+        self._recording = True
+        try:
+            with self:
+                pass
+        finally:
+            self._recording = False
+
+    def __enter__(self):
+        jars = self._cache_dir if self._recording else fetch(self._cache_dir)
+        self._jars = Path(jars)
+        if self._given_directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        else:
+            self.directory = Path(self._given_directory)
+            self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            started = time.monotonic()
+            self._start(_classpath(self._jars / self.name))
+            self.startup_seconds = time.monotonic() - started
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.process is not None:
+            self._stop()
+            self.process = None
+        if self._given_directory is None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _start(self, classpath: str) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _command(self, classpath: str, main: str, *args: str, options=()) -> list[str]:
+        """The java command line, with the class data sharing archive once there is one.
+
+        The JVM's temporary files (Jetty's unpacked web apps) go to the server's directory.
+        """
+        options = (*options, f"-Djava.io.tmpdir={self.directory}")
+        archive = self._jars / f"{self.name}.jsa"
+        if self._recording and main == self.main:
+            options = (*options, f"-XX:ArchiveClassesAtExit={archive}")
+        elif archive.is_file():
+            options = (*options, f"-XX:SharedArchiveFile={archive}")
+        return [_java(), f"-Xmx{self.heap}", *JVM_OPTIONS, *options, "-cp", classpath, main, *args]
+
+    def _failed(self, what: str) -> RuntimeError:
+        return RuntimeError(f"{self.name} {what}; the end of {self.log}:\n{self.log_tail()}")
+
+
+class KafkaBroker(_JavaServer):
+    """A single-node Kafka broker (KRaft, no ZooKeeper) on a free loopback port.
+
+    Topics have one partition and one replica unless created otherwise; records keep the
+    timestamps their producers give them, however old or new, and are never deleted for their
+    age unless their topic sets ``retention.ms``. The retention check runs every second.
+    """
+
+    name = "kafka"
+    main = "kafka.Kafka"
+
+    def __init__(self, directory=None, cache_dir=None, *, properties: dict | None = None):
+        """``properties`` are added to the broker's settings, or replace them."""
+        super().__init__(directory, cache_dir)
+        self.properties = dict(properties or {})
+        self.port: int | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """The ``bootstrap.servers`` of a client: ``127.0.0.1:PORT``."""
+        return f"127.0.0.1:{self.port}"
+
+    def _settings(self, controller_port: int) -> dict:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+            "listeners": (f"PLAINTEXT://127.0.0.1:{self.port},"
+                          f"CONTROLLER://127.0.0.1:{controller_port}"),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": self.directory / "data",
+            "num.partitions": 1,
+            "default.replication.factor": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            # Test records carry event times far in the past or future: keep them all, and
+            # delete old records only where a topic asks for it, and then soon.
+            "log.retention.ms": -1,
+            "log.message.timestamp.after.max.ms": 2**63 - 1,
+            "log.retention.check.interval.ms": 1000,
+            "log.initial.task.delay.ms": 0,
+            "log.segment.delete.delay.ms": 0,
+            "num.network.threads": 2,
+            "num.io.threads": 2,
+            **self.properties,
+        }
+
+    def _start(self, classpath: str) -> None:
+        self.port, controller_port = _free_ports(2)
+        config = self.directory / "server.properties"
+        config.write_text(
+            "".join(f"{key}={value}\n" for key, value in self._settings(controller_port).items())
+        )
+        log4j = self.directory / "log4j2.properties"
+        log4j.write_text(_KAFKA_LOG4J)
+        logging = (f"-Dlog4j2.configurationFile={log4j}",)
+        with open(self.log, "ab") as log:
+            formatted = subprocess.run(
+                self._command(classpath, "kafka.tools.StorageTool", "format",
+                              "--cluster-id", _cluster_id(), "--config", str(config),
+                              options=logging),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+            if formatted.returncode != 0:
+                raise self._failed("storage could not be formatted")
+            self.process = subprocess.Popen(
+                self._command(classpath, self.main, str(config), options=logging),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + self.start_timeout
+        while "Kafka Server started" not in self.log.read_text(errors="replace"):
+            if self.process.poll() is not None:
+                raise self._failed(f"exited with status {self.process.returncode}")
+            if time.monotonic() > deadline:
+                raise self._failed(f"did not start within {self.start_timeout} s")
+            time.sleep(0.05)
+
+
+def _cluster_id() -> str:
+    """A random Kafka cluster id: 16 bytes in URL-safe base64, not starting with '-'."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+_KAFKA_LOG4J = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+"""
+
+
+class MiniHdfs(_JavaServer):
+    """HDFS on loopback: a NameNode and one DataNode, with WebHDFS.
+
+    Files have one replica and permissions are off, so any user may write anywhere. The
+    NameNode and the DataNode can be restarted while the cluster runs; each keeps its ports.
+    """
+
+    name = "hdfs"
+    main = "MiniHdfs"
+
+    def __init__(self, directory=None, cache_dir=None, *, rpc_port: int = 0, http_port: int = 0):
+        """``rpc_port`` and ``http_port`` (WebHDFS) of the NameNode: 0 takes free ones."""
+        super().__init__(directory, cache_dir)
+        self.rpc_port = rpc_port
+        self.http_port = http_port
+        self._replies: queue.Queue[str | None] = queue.Queue()
+
+    @property
+    def uri(self) -> str:
+        """The file system's URI: ``hdfs://127.0.0.1:PORT``."""
+        return f"hdfs://127.0.0.1:{self.rpc_port}"
+
+    @property
+    def webhdfs(self) -> str:
+        """The NameNode's HTTP address, where WebHDFS is: ``127.0.0.1:PORT``."""
+        return f"127.0.0.1:{self.http_port}"
+
+    def restart_namenode(self) -> None:
+        """Stops the NameNode and starts it again on its ports; returns once it is out of safe mode.
+
+        With the DataNode stopped it returns as soon as the NameNode runs: while the file system
+        has blocks it stays in safe mode until the DataNode is back and has reported them.
+        """
+        self._request("restart-namenode")
+
+    def stop_datanode(self) -> None:
+        """Stops the DataNode: its blocks cannot be read, nor new ones written."""
+        self._request("stop-datanode")
+
+    def start_datanode(self) -> None:
+        """Starts the stopped DataNode again.
+
+        Returns once the NameNode has it registered, with its blocks, and is out of safe mode.
+        """
+        self._request("start-datanode")
+
+    def _start(self, classpath: str) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                self._command(classpath, self.main, str(self.directory / "data"),
+                              str(self.rpc_port), str(self.http_port)),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+            )
+        threading.Thread(target=self._read_replies, name="MiniHdfs replies", daemon=True).start()
+        addresses = json.loads(self._reply("start"))
+        self.rpc_port = addresses["rpc_port"]
+        self.http_port = addresses["http_port"]
+
+    def _read_replies(self) -> None:
+        for line in self.process.stdout:
+            self._replies.put(line.strip())
+        self._replies.put(None)
+
+    def _reply(self, what: str) -> str:
+        try:
+            reply = self._replies.get(timeout=self.start_timeout)
+        except queue.Empty:
+            raise self._failed(f"did not {what} within {self.start_timeout} s") from None
+        if reply is None:
+            raise self._failed(f"exited with status {self.process.wait()} on {what}")
+        return reply
+
+    def _request(self, command: str) -> None:
+        try:
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            status = self.process.wait()
+            raise self._failed(f"exited with status {status} before {command}") from None
+        reply = self._reply(command)
+        if reply != "ok":
+            raise self._failed(f"{command}: {reply}")
+
+    def _stop(self) -> None:
+        """Closing its stdin shuts the cluster down; it is terminated if that takes too long."""
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            super()._stop()
+
+
+if __name__ == "__main__":  # `make test` fetches before the tests run: one sentence if it cannot
+    import sys
+
+    try:
+        fetch()
+    except ServersUnavailable as unavailable:
+        sys.exit(f"make test: {unavailable}")
