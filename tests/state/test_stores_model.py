@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from profiles import examples
+
 from state.checkpoint_store import CheckpointStore, encode_record
 from state.clock_store import ClockStore, verify_clock
 from state.fs import TEMP_PREFIX, LocalFileSystem
@@ -197,7 +199,7 @@ class StoresMachine(RuleBasedStateMachine):
 
 
 StoresMachine.TestCase.settings = settings(
-    max_examples=50,
+    max_examples=examples(50),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

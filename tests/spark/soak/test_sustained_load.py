@@ -1,4 +1,5 @@
-"""Sustained load (opt-in: ``pytest -m slow tests/spark/test_sustained_load.py``).
+"""Sustained load: ``make soak`` (CI runs it after ``make test``, which leaves this
+directory out: ``norecursedirs`` in ``setup.cfg``).
 
 The generator feeds the window-average task at a fixed rate for several minutes
 (``PERSISTENT_SOAK_SECONDS``, default 300). Sampled as it runs: the driver JVM's
@@ -19,7 +20,7 @@ import pytest
 from persistent import GeneratorSource
 from test_window_average import assert_windows_equal_pandas
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.spark
 
 
 def resident_mb(pid: int) -> float:
