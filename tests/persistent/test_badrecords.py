@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from profiles import examples
+
 from monoids import Sum
 from persistent import PersistentTask
 from persistent.core.badrecords import (
@@ -61,6 +63,13 @@ class PassValues(PersistentTask):
         return messages["value"].to_numpy()
 
 
+class PassValuesPerMessage(PassValues):
+    """``PassValues`` one message at a time."""
+
+    def process_message(self, state, message):
+        state.update(message.timestamp, message.value)
+
+
 class WindowedParseSum(ParseSum):
     def persistent_state(self):
         return WindowState(Sum(), Window(40, 20))
@@ -80,7 +89,7 @@ messages_with_bad_values = st.lists(
 
 @pytest.mark.parametrize("task", [ParseSum(), ParseSumPerMessage(), WindowedParseSum()], ids=type)
 @given(messages=messages_with_bad_values)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 def test_dead_lettered_messages_leave_the_state_of_a_run_without_them(task, messages):
     messages = sorted(messages, key=lambda m: m[1])
     with_bad = TaskTester(task, checkpoint_interval_ms=100, bad_records=BadRecords.DEAD_LETTER)
@@ -145,23 +154,68 @@ def test_values_the_monoid_refuses_are_isolated_and_the_rest_applied():
     ]
 
 
-def test_a_sum_that_would_overflow_refuses_only_the_message_that_overflows():
-    tester = TaskTester(PassValues(), bad_records=BadRecords.DEAD_LETTER)
+class Doubled(PersistentTask):
+    """Sums twice each value: a value that is no number doubles to one the monoid refuses,
+    and a batch with a missing value makes it raise."""
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
+
+    def process_batch(self, messages):
+        if messages["value"].isna().any():
+            raise ValueError("a value is missing")
+        return (messages["value"] * 2).to_numpy()
+
+
+class Made(PersistentTask):
+    """Makes one update of its own per batch, at the key, time and value of the first message's value."""
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
+
+    def process_batch(self, messages):
+        key, timestamp, value = messages["value"].iloc[0]
+        return pd.DataFrame({"key": [key], "timestamp": [timestamp], "value": [value]})
+
+
+def test_a_bad_value_is_the_bad_record_of_the_message_it_came_from_or_of_the_update_the_task_made():
+    tester = TaskTester(Doubled(), bad_records=BadRecords.DEAD_LETTER)
+    tester.send([("a", 1, "x"), ("b", 2, 3)])
+    # The task raises on the batch, so on its halves: the bad value is in the second.
+    tester.send([("c", 3, 1), ("d", 4, None), ("e", 5, "z"), ("f", 6, 2)])
+    made = TaskTester(Made(), bad_records=BadRecords.DEAD_LETTER)
+    made.send([("a", 1, ("made", 7, "y"))])
+    assert [(b.record, b.reason) for b in tester.dead_letters + made.dead_letters] == [
+        ('{"key":"a","timestamp":1,"value":"x"}', "Sum(kind='int') takes int values, got 'xx'"),
+        ('{"key":"d","timestamp":4,"value":null}', "Doubled.process_batch raised ValueError: a value is missing"),
+        ('{"key":"e","timestamp":5,"value":"z"}', "Sum(kind='int') takes int values, got 'zz'"),
+        ('{"key":"made","timestamp":7,"value":"y"}', "Sum(kind='int') takes int values, got 'y'"),
+    ]
+    assert (tester.peek("b"), tester.peek("c"), tester.peek("f")) == (6, 2, 4)
+
+
+@pytest.mark.parametrize("task", [PassValues, PassValuesPerMessage])
+def test_a_sum_that_would_overflow_refuses_only_the_message_that_overflows(task):
+    tester = TaskTester(task(), bad_records=BadRecords.DEAD_LETTER)
     tester.send([("big", 1, INT64_MAX - 10)])
     frame = pd.DataFrame({"key": ["small", "big", "big", "small"], "timestamp": [2, 3, 4, 5], "value": [1, 20, 4, 2]})
     assert tester.send(frame) == 3
     assert tester.peek("big") == INT64_MAX - 6 and tester.peek("small") == 3
-    (bad,) = tester.dead_letters
-    assert bad.record == '{"key":"big","timestamp":3,"value":20}'
-    assert "does not fit in 64 bits" in bad.reason
+    assert tester.send([("big", 6, 10), ("big", 7, 20)]) == 0  # each overflows
+    assert [bad.record for bad in tester.dead_letters] == [
+        '{"key":"big","timestamp":3,"value":20}', '{"key":"big","timestamp":6,"value":10}',
+        '{"key":"big","timestamp":7,"value":20}']
+    assert all("does not fit in 64 bits" in bad.reason for bad in tester.dead_letters)
 
 
-def test_an_overflow_in_fail_mode_leaves_the_group_as_it_was():
-    tester = TaskTester(PassValues())
+@pytest.mark.parametrize("task", [PassValues, PassValuesPerMessage])
+def test_an_overflow_in_fail_mode_leaves_the_group_as_it_was(task):
+    tester = TaskTester(task())
     tester.send([("big", 1, INT64_MAX - 10), ("small", 1, 1)])
     before = state_of(tester)
-    with pytest.raises(BadRecordError, match="does not fit in 64 bits"):
-        tester.send([("small", 2, 5), ("big", 3, 20)])
+    with pytest.raises(BadRecordError, match="does not fit in 64 bits") as failed:
+        tester.send([("small", 2, 5), ("big", 3, 20), ("small", 4, 6)])
+    assert failed.value.record.record == '{"key":"big","timestamp":3,"value":20}'
     assert state_of(tester) == before
 
 

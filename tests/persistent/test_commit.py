@@ -309,3 +309,62 @@ def test_the_commit_module_imports_nothing_of_spark():
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert not [name for name in imported if name.split(".")[0] == "pyspark"]
+
+
+def test_a_batch_without_reports_commits_zeros_and_at_most_once_takes_the_position_at_zero(directory, events,
+                                                                                            make_commit, batch):
+    progress = make_commit(delivery=Delivery.AT_MOST_ONCE)(0, batch())
+    assert (progress.rows, progress.watermark_ms, progress.clock_ms, progress.checkpoints) == (0, 0, None, 0)
+    assert events[-1] == ("append", BatchId(0, 0), DeliveryPosition(0, 0))
+
+
+@pytest.mark.parametrize("reads_once, delivery", [(True, Delivery.EXACTLY_ONCE), (False, Delivery.EXACTLY_ONCE),
+                                                  (True, Delivery.AT_LEAST_ONCE), (False, Delivery.AT_MOST_ONCE)])
+def test_the_sink_is_told_that_the_results_are_windows(directory, events, batch, reads_once, delivery):
+    told = []
+
+    class WindowsSink(RecordingSink):
+        def write(self, results, batch, windowed):
+            told.append(windowed)
+
+        def append(self, results, batch, windowed):
+            told.append(windowed)
+
+    commit = Commit(directory, FRESH, WindowsSink(events, directory, reads_once), True, delivery=delivery)
+    commit(0, batch(report(0)))
+    assert told == [True]
+
+
+def test_the_seconds_of_a_commit_are_from_its_start_to_its_end(make_commit, batch):
+    class Later(CommitTime):
+        def monotonic(self) -> float:
+            return 1000 + super().monotonic()
+
+    progress = make_commit(timer=Later(1.5, 0.25, 1_700_000_000_000))(0, batch(report(0)))
+    assert (progress.seconds, progress.commit_seconds) == (1.75, 0.25)
+
+
+def test_a_commit_without_checkpoints_reports_no_clock_though_an_earlier_run_kept_one(directory, make_commit, batch):
+    make_commit()(0, batch(checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)))
+    assert make_commit(checkpoints=False)(1, batch(report(0), report(1))).clock_ms is None
+
+
+def test_a_task_that_holds_the_newest_checkpoint_already_need_not_report_it_again(directory, make_commit, batch):
+    commit = make_commit()
+    commit(0, batch(checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)))
+    assert commit(1, batch(checkpointed(directory, 0, 100), report(1))).clock_ms == 100
+
+
+def test_the_clock_names_every_task_that_did_not_report_the_newest_checkpoint(directory, make_commit, batch):
+    commit = make_commit(recovery=Recovery(RecoveryPath.FRESH, 0, 0, key_groups=3))
+    commit(0, batch(*(checkpointed(directory, grp, 100) for grp in range(3))))
+    with pytest.raises(ClockError, match=f"boundary 200 ms but task\\(s\\) {task_name(1)}, {task_name(2)} reported no "
+                                         "checkpoint there; the clock stays at 100 ms"):
+        commit(1, batch(checkpointed(directory, 0, 200), report(1), report(2)))
+
+
+def test_a_report_of_a_checkpoint_older_than_its_tasks_clock_moves_no_clock(directory, make_commit, batch):
+    commit = make_commit()
+    commit(0, batch(checkpointed(directory, 0, 200), checkpointed(directory, 1, 200)))
+    assert commit(1, batch(checkpointed(directory, 0, 100))).clock_ms == 200
+    assert directory.clock.read().task_clocks == {task_name(0): 200, task_name(1): 200}

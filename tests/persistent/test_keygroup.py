@@ -14,13 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monoids import Count, Sum
+from profiles import examples
+
+from monoids import Count, Last, Sum, Timestamped
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
 from persistent.runtime.keygroup import Base
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
-from state.checkpoint_store import CheckpointStore, decode_record
+from state.checkpoint_store import CheckpointStore, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.fs import LocalFileSystem
 from state.tables import decode_table
@@ -71,7 +73,7 @@ def totals(results: list[pd.DataFrame]) -> dict:
 
 
 @given(messages_strategy)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_per_message_and_vectorized_tasks_give_the_same_counts(messages):
     results = []
     for task in (PerMessageCount(), VectorizedCount()):
@@ -84,7 +86,7 @@ def test_per_message_and_vectorized_tasks_give_the_same_counts(messages):
 
 
 @given(messages_strategy, st.integers(1, 4))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_restore_from_a_checkpoint_and_replay_equals_an_uninterrupted_run(messages, cut):
     ordered = sorted(messages, key=lambda m: m[1])
     clean = TaskTester(WindowSum(), checkpoint_interval_ms=100)
@@ -115,7 +117,7 @@ def test_a_message_that_bridges_two_sessions_merges_them_and_the_watermark_close
 
 
 @given(messages_strategy, st.integers(1, 4), st.integers(0, 3))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_sessions_restored_from_a_checkpoint_and_replayed_equal_an_uninterrupted_run(messages, cut, batches):
     ordered = sorted(messages, key=lambda m: m[1])
 
@@ -192,6 +194,42 @@ def test_process_batch_returning_the_wrong_number_of_values_names_the_task():
     assert tester.peek("a") == 0
 
 
+class Relayed(VectorizedCount):
+    """Counts each message at the key and time its value names."""
+
+    def process_batch(self, messages):
+        keys, times = zip(*messages["value"]) if len(messages) else ((), ())
+        return pd.DataFrame({"key": list(keys), "timestamp": np.array(times, dtype=np.int64), "value": 1})
+
+
+def test_updates_a_task_makes_as_a_frame_go_to_their_keys_and_times_and_their_results_are_no_windows():
+    group = KeyGroup(Relayed(), 100)
+    group.apply(pd.DataFrame({"key": ["a", "a"], "timestamp": [10, 20], "value": [("x", 150), ("y", 30)]}))
+    results, (_, checkpoint) = group.advance(100)
+    assert results.to_dict("list") == {"key": ["x", "y"], "window_start": [-1, -1], "window_end": [-1, -1],
+                                       "value": [1, 1]}
+    assert decode_table(checkpoint, Count(), 100).totals()[0].tolist() == ["y"]  # x at 150 is after the checkpoint
+
+
+@pytest.mark.parametrize("frame, problem", [
+    (pd.DataFrame({"key": ["a"], "timestamp": [1]}), r"returned a DataFrame without columns \['value'\]"),
+    (pd.DataFrame({"key": ["a"], "timestamp": [1.0], "value": [1]}),
+     "returned timestamps of dtype float64, not integer milliseconds"),
+])
+def test_a_frame_a_task_returns_needs_the_message_columns_and_integer_times(frame, problem):
+    class Frames(VectorizedCount):
+        def process_batch(self, messages):
+            return frame
+
+    with pytest.raises(TaskDefinitionError, match=f"Frames.process_batch {problem}"):
+        KeyGroup(Frames(), 100).apply(pd.DataFrame({"key": ["a"], "timestamp": [1], "value": [1]}))
+
+
+def test_a_watermark_that_is_no_time_is_refused_naming_it():
+    with pytest.raises(StateValueError, match="watermark_ms must be"):
+        KeyGroup(VectorizedCount(), 100).advance(-1)
+
+
 def test_an_idle_group_checkpoints_from_the_watermark_alone():
     tester = TaskTester(VectorizedCount(), checkpoint_interval_ms=100)
     tester.send([("a", 5, 0)])
@@ -201,7 +239,7 @@ def test_an_idle_group_checkpoints_from_the_watermark_alone():
 
 
 @given(messages_strategy)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 def test_a_group_without_checkpoints_gives_the_same_results_and_no_checkpoint_bytes(messages):
     ordered = pd.DataFrame(sorted(messages, key=lambda m: m[1]), columns=["key", "timestamp", "value"])
     groups = {taken: KeyGroup(WindowSum(), 100) for taken in (True, False)}
@@ -241,7 +279,7 @@ def test_a_key_ttl_behind_the_watermark_stays_and_one_more_ms_expires_without_a_
     st.integers(1, 250),
     st.integers(0, 4),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_a_group_restored_from_a_checkpoint_expires_the_same_keys_as_an_uninterrupted_run(messages, steps, ttl, crash):
     watermarks = np.cumsum(steps).tolist()  # not on checkpoint boundaries
     batches = [[m for m in messages if low <= m[1] < high] for low, high in zip([0, *watermarks], watermarks)]
@@ -320,7 +358,7 @@ def test_a_message_more_than_ttl_after_its_keys_previous_one_starts_from_zero_in
     st.integers(1, 400),
     st.data(),
 )
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_with_ttl_the_results_do_not_depend_on_how_the_messages_are_batched(messages, ttl, data):
     """Messages in time order, cut into micro-batches at random; each batch runs at the
     watermark of the batches before it (the newest event time they held)."""
@@ -468,7 +506,7 @@ def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: Chec
 
 @pytest.mark.parametrize("task", [VectorizedCount(), WindowSum(), SessionCount()], ids=["count", "window", "session"])
 @given(messages_strategy, st.lists(st.integers(0, 60), min_size=1, max_size=6))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_a_state_that_follows_its_checkpoint_gives_the_results_of_a_whole_state(task, messages, cuts):
     # In the order drawn: batches after the watermark has passed some of their messages have late ones.
     bounds = [0, *sorted(cuts), len(messages)]
@@ -531,7 +569,8 @@ def test_a_state_that_follows_a_checkpoint_written_again_with_other_bytes_is_a_c
 
 def test_a_state_that_follows_a_checkpoint_cannot_be_decoded_without_the_checkpoints(tmp_path):
     state = _following_state(CheckpointStore(LocalFileSystem(), str(tmp_path), "g"))
-    with pytest.raises(StateValueError, match="follows its checkpoint at 200 ms"):
+    with pytest.raises(StateValueError,
+                       match="follows its checkpoint at 200 ms: decoding it needs the group's checkpoints"):
         KeyGroup.decode(VectorizedCount(), 100, 0, state)
 
 
@@ -551,3 +590,88 @@ def test_only_the_last_checkpoint_taken_can_be_followed():
     with pytest.raises(StateValueError, match="last checkpoint is at 200 ms"):
         group.checkpointed(Base(100, 0))
     assert group.base is None
+
+
+class RunningSum(PersistentTask):
+    """Sums the values per message and notes what each update and ``get`` returned."""
+
+    def __init__(self):
+        self.seen = []
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
+
+    def process_message(self, state, message):
+        taken = state.update(message.timestamp, message.value)
+        self.seen.append((message.key, taken, state.get()))
+
+
+def test_a_per_message_task_sees_each_update_taken_and_its_keys_value_with_it():
+    task = RunningSum()
+    KeyGroup(task, 100).apply(pd.DataFrame({"key": ["a", "b", "a"], "timestamp": [10, 20, 30], "value": [1, 2, 4]}))
+    assert task.seen == [("a", True, 1), ("b", True, 2), ("a", True, 5)]
+
+
+class PerMessageLast(PersistentTask):
+    def persistent_state(self):
+        return NonWindowState(Last())
+
+    def process_message(self, state, message):
+        state.update(message.timestamp, Timestamped(message.timestamp, message.value))
+
+
+def test_a_per_message_update_folds_the_value_given_whatever_the_monoid_takes_for_zero():
+    group = KeyGroup(PerMessageLast(), 100)
+    group.apply(pd.DataFrame({"key": ["a", "a"], "timestamp": [10, 20], "value": ["x", "y"]}))
+    assert group.table.get("a") == Timestamped(20, "y")  # Last's zero is None, which it also takes
+
+
+def test_a_group_restored_from_a_checkpoint_of_another_time_is_refused():
+    _, (time_ms, data) = _counted_group_and_checkpoint()
+    with pytest.raises(CorruptCheckpointError, match=f"checkpoint at 300 holds the state at {time_ms}"):
+        KeyGroup.restore(VectorizedCount(), 100, 300, data)
+
+
+@pytest.mark.parametrize("made", [
+    lambda: KeyGroup.decode(VectorizedCount(), 100, 300, _counted_group().encode()),
+    lambda: KeyGroup.restore(VectorizedCount(), 100, 300, KeyGroup(VectorizedCount(), 100).advance(300)[1][1]),
+], ids=["decoded", "restored"])
+def test_a_group_drops_the_messages_before_its_restore_point_as_replayed(made):
+    applied = made().apply(pd.DataFrame({"key": ["a", "b"], "timestamp": [250, 300], "value": [1, 1]}))
+    assert (applied.replayed, applied.applied, applied.late_count) == (1, 1, 0)
+
+
+def test_a_damaged_state_says_to_restart_from_the_clock():
+    state = bytearray(_counted_group().encode())
+    state[-1] ^= 1
+    with pytest.raises(CorruptCheckpointError, match=r"delete DIR/spark/ to restart the job from the clock \(path B\)"):
+        KeyGroup.decode(VectorizedCount(), 100, 0, bytes(state))
+
+
+@pytest.mark.parametrize("state, problem", [
+    (encode_record(0, b"\x00" * 7), "7 bytes are too short for its size"),
+    (encode_record(0, struct.pack(">Q", 100)), "zstd bytes do not decompress"),
+    (encode_record(200, b"\x00" * 11), "11 bytes are too short for its size"),
+    (struct.pack(">4sQ", b"PKGZ", 100), "12 bytes are too short for its frame"),
+    (struct.pack(">4sQI", b"PKGZ", 100, 0), "zstd bytes do not decompress"),
+])
+def test_a_state_too_short_for_its_frame_or_with_nothing_to_decompress_is_corrupt(state, problem):
+    with pytest.raises(CorruptCheckpointError, match=f"key group state: .*{problem}"):
+        KeyGroup.decode(VectorizedCount(), 100, 0, state)
+
+
+def test_a_state_that_follows_a_checkpoint_reads_the_checkpoint_of_its_time(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    state = _following_state(store)
+    earlier = KeyGroup(VectorizedCount(), 100).advance(100)[1][1]
+    with pytest.raises(CorruptCheckpointError, match="checkpoint at 200 holds the state at 100"):
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc: earlier)
+
+
+def test_damaged_rows_since_a_checkpoint_are_named_as_the_key_group_state(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    _following_state(store)
+    junk = pa.compress(b"not a table", codec="zstd", asbytes=True)
+    state = encode_record(200, struct.pack(">IQ", 0, len(b"not a table")) + junk)
+    with pytest.raises(CorruptCheckpointError, match="^key group state: "):
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc: store.recover(time_ms))

@@ -1,21 +1,36 @@
-"""The key groups' function's care of its Python worker (``persistent.runtime.stateful``)."""
+"""The key groups' function (``persistent.runtime.stateful``) without Spark: fakes of
+Spark's ``GroupState`` and of the job's accumulator, and Spark's rows as
+``applyInPandasWithState`` hands them over; and its care of its Python worker."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import os
+import tempfile
+import time
+import traceback
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_keygroup import VectorizedCount
 
-from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
+from monoids import Last, Timestamped
+from persistent import PersistentTask
+from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, LateRecords
+from persistent.core.faults import CrashPoint
 from persistent.runtime import stateful
-from persistent.runtime.reports import Reports
-from persistent.runtime.stateful import group_function
+from persistent.runtime.reports import GroupReport, Reports
+from persistent.runtime.stateful import DEAD_LETTERS, group_function
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import Recovery, RecoveryPath
-from state.checkpoint_store import decode_record
-from state.errors import MissingCheckpointError
+from state import NonWindowState
+from state.checkpoint_store import CheckpointStore, decode_record
+from state.errors import MissingCheckpointError, StorageError
+from state.tables import read_table
 
 
 @pytest.fixture
@@ -81,16 +96,51 @@ class Accumulator:
         self.value = Reports().addInPlace(self.value, more)
 
 
+def frame(messages: list[tuple[str, int, int, int]], beats: int = 0) -> pd.DataFrame:
+    """Spark's rows of ``(key, timestamp, value, part)`` messages for a key group, as
+    ``applyInPandasWithState`` hands them over, then ``beats`` heartbeat rows: with
+    them, Spark's bigint columns hold nulls and arrive as floats."""
+    nulls = [None] * beats
+    keys, times, values, parts = ([*column, *nulls] for column in zip(*messages))
+    return pd.DataFrame({"key": keys, "timestamp": times, "value": values,
+                         BAD_RECORD_COLUMN: [None] * len(keys), "part": parts})
+
+
 def rows(keys: list[str], timestamp_ms: int) -> pd.DataFrame:
-    """Spark's rows of messages for a key group, as ``applyInPandasWithState`` hands them over."""
-    return pd.DataFrame({"key": keys, "timestamp": [timestamp_ms] * len(keys), "value": [1] * len(keys),
-                         BAD_RECORD_COLUMN: [None] * len(keys), "part": [0] * len(keys)})
+    """Spark's rows of messages of value 1, all at ``timestamp_ms``."""
+    return frame([(key, timestamp_ms, 1, 0) for key in keys])
+
+
+def marked(record: BadRecord) -> pd.DataFrame:
+    """Spark's row of a record the source marked bad: no key, event time nor value."""
+    return pd.DataFrame({"key": [None], "timestamp": [np.nan], "value": [np.nan],
+                         BAD_RECORD_COLUMN: [record.json()], "part": [0]})
+
+
+def totals(out: pd.DataFrame) -> dict:
+    """The results of a key group's output row, by key."""
+    return dict(zip(out["key"][0], out["value"][0]))
+
+
+#: A fresh job of one key group.
+FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1)
+
+
+def key_group(storage: JobStorage, task: PersistentTask | None = None, recovery: Recovery = FRESH,
+              mode: BadRecords = BadRecords.FAIL, late_records: LateRecords = LateRecords.DROP,
+              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True):
+    """``run_group`` of a job of one key group (counting its messages unless ``task`` is
+    given), checkpointed every ``interval_ms`` into ``storage`` (with ``checkpoints``);
+    and the accumulator of its reports."""
+    reports = Accumulator()
+    run_group = group_function(task or VectorizedCount(), interval_ms, recovery, checkpoints, mode, late_records,
+                               carries, storage, reports)
+    return run_group, reports
 
 
 def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_from_it(tmp_path):
     storage = JobStorage(str(tmp_path / "job"))
-    run_group = group_function(VectorizedCount(), 100, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
-                               BadRecords.FAIL, LateRecords.DROP, True, storage, reports := Accumulator())
+    run_group, reports = key_group(storage)
     state = GroupState(watermark_ms=0)
     list(run_group((0,), iter([rows([f"k{i}" for i in range(500)], 50)]), state))
     assert decode_record(state.value, "state")[0] == 0  # no checkpoint yet: the whole table
@@ -111,3 +161,207 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     with pytest.raises(MissingCheckpointError, match="no checkpoint at 100 ms") as raised:
         list(run_group((0,), iter([rows(["k2"], 190)]), state))
     assert "follows the checkpoint at 100 ms" in "\n".join(raised.value.__notes__)
+
+
+def test_a_message_at_the_watermark_is_applied_and_one_before_it_is_late(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, reports = key_group(storage)
+    state = GroupState(watermark_ms=99)  # Spark's watermark: 98
+    list(run_group((0,), iter([rows(["a"], 98), rows(["a"], 99)]), state))
+    assert (reports.value[0].late, reports.value[0].applied, reports.value[0].checkpoint_ms) == (1, 1, None)
+
+    state.watermark_ms = 100  # reaches the boundary at 100: its checkpoint is due
+    (out,) = run_group((0,), iter([rows(["a", "b"], 99), rows(["b"], 100)]), state)
+    report = reports.value[0]
+    assert (report.late, report.applied, report.watermark_ms, report.checkpoint_ms) == (2, 1, 100, 100)
+    assert totals(out) == {"b": 1}
+    checkpoint = read_table(storage.directory().store(0).recover(100), "checkpoint at 100")
+    assert dict(zip(*checkpoint.totals())) == {"a": 1}  # the messages before 100, not the one at 100
+
+
+class LastValue(PersistentTask):
+    """The value of each key's newest message, the later one on tied times: it sees the
+    order the group folds its messages in."""
+
+    def persistent_state(self):
+        return NonWindowState(Last())
+
+    def process_batch(self, messages):
+        return [Timestamped(int(t), int(v)) for t, v in zip(messages["timestamp"], messages["value"])]
+
+
+def _micro_batches(draw):
+    """Micro-batches of one key group: their watermarks, their messages in one frame in
+    the order the group folds them (by time, then source partition, then their order in
+    it) and as Spark may hand them over: the partitions' rows in any order (each
+    partition's in its own), cut into chunks with heartbeats among them."""
+    messages = st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(range(0, 400, 25)), st.integers(-9, 9),
+                                  st.integers(0, 2)), min_size=1, max_size=40)
+    batches = draw(st.lists(st.tuples(st.integers(0, 400), messages), min_size=1, max_size=3))
+    watermarks = sorted(watermark for watermark, _ in batches)
+    for watermark_ms, (_, batch) in zip(watermarks, batches):
+        parts = draw(st.permutations(range(3)))
+        shuffled = sorted(batch, key=lambda message: parts.index(message[3]))  # stable: each part in order
+        cuts = sorted(draw(st.sets(st.integers(1, len(batch) - 1))) if len(batch) > 1 else set())
+        edges = [0, *cuts, len(batch)]
+        beats = draw(st.lists(st.integers(0, 2), min_size=len(edges) - 1, max_size=len(edges) - 1))
+        chunks = [frame(shuffled[start:end], n) for start, end, n in zip(edges, edges[1:], beats)]
+        yield watermark_ms, frame(sorted(batch, key=lambda message: (message[1], message[3]))), chunks
+
+
+def outputs(rows) -> list[dict[str, list]]:
+    """A key group's output rows (``stateful.output_schema``), each column a list."""
+    return [{name: column[0].tolist() for name, column in row.items()} for row in rows]
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_a_groups_rows_in_chunks_and_any_order_of_partitions_give_what_they_give_in_one_frame(data):
+    """Spark hands a key group's rows over in Arrow batches of at most
+    ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, the source partitions' rows
+    in the order its shuffle fetched them: the group joins them, and folds them in one
+    order whatever the order they came in."""
+    with tempfile.TemporaryDirectory() as root:
+        whole, chunked = JobStorage(f"{root}/whole"), JobStorage(f"{root}/chunked")
+        (run_whole, whole_reports), (run_chunked, chunked_reports) = (
+            key_group(storage, LastValue()) for storage in (whole, chunked))
+        whole_state, chunked_state = GroupState(0), GroupState(0)
+        for watermark_ms, one_frame, chunks in _micro_batches(data.draw):
+            whole_state.watermark_ms = chunked_state.watermark_ms = watermark_ms
+            expected = outputs(run_whole((0,), iter([one_frame]), whole_state))
+            assert outputs(run_chunked((0,), iter(chunks), chunked_state)) == expected
+            assert (dataclasses.replace(chunked_reports.value[0], checkpoint_seconds=0)
+                    == dataclasses.replace(whole_reports.value[0], checkpoint_seconds=0))
+            assert chunked_state.value == whole_state.value
+        stores = whole.directory().store(0), chunked.directory().store(0)
+        assert stores[1].times() == stores[0].times()
+        assert [stores[1].recover(t) for t in stores[1].times()] == [stores[0].recover(t) for t in stores[0].times()]
+
+
+def test_a_report_says_what_the_group_did_and_a_timeout_without_rows_checkpoints(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, reports = key_group(storage)
+    state = GroupState(watermark_ms=50)
+    list(run_group((0,), iter([rows(["a", "b"], 60), rows(["a"], 40)]), state))
+    assert reports.value[0] == GroupReport(grp=0, applied=2, late=1, replayed=0, results=2, watermark_ms=50,
+                                           max_time_ms=60, state_bytes=len(state.value))
+
+    state.watermark_ms = 200
+    began = time.monotonic()
+    assert list(run_group((0,), iter([]), state)) == []
+    report = reports.value[0]
+    store = storage.directory().store(0)
+    assert dataclasses.replace(report, checkpoint_seconds=0) == GroupReport(
+        grp=0, applied=0, late=0, replayed=0, results=0, watermark_ms=200, max_time_ms=-1,
+        state_bytes=len(state.value), checkpoint_ms=200, checkpoint_bytes=os.path.getsize(store.path(200)),
+        checkpoint_crc=report.checkpoint_crc)
+    store.recover(200, crc=report.checkpoint_crc)  # the CRC32 of the checkpoint written
+    assert 0 < report.checkpoint_seconds <= time.monotonic() - began
+
+
+@pytest.mark.parametrize("interval_ms, watermark_ms, timeout_ms", [(100, 100, 198), (100, 0, 98), (2, 0, 1)])
+def test_a_groups_timeout_is_where_sparks_watermark_passes_the_next_boundary(tmp_path, interval_ms, watermark_ms,
+                                                                             timeout_ms):
+    run_group, _ = key_group(JobStorage(str(tmp_path / "job")), interval_ms=interval_ms)
+    state = GroupState(watermark_ms)
+    list(run_group((0,), iter([rows(["a"], watermark_ms)]), state))
+    assert state.timeout_ms == timeout_ms  # Spark's watermark is ours less 1 ms, and a timeout is at least 1 ms
+
+
+def test_a_group_that_carries_no_state_leaves_sparks_state_alone(tmp_path):
+    run_group, reports = key_group(JobStorage(str(tmp_path / "job")), carries=False)
+    state = GroupState(watermark_ms=100)
+    (out,) = run_group((0,), iter([rows(["a"], 150)]), state)
+    assert totals(out) == {"a": 1}
+    assert (state.value, state.timeout_ms, reports.value[0].state_bytes) == (None, None, 0)
+
+
+def test_a_group_restored_from_the_clock_holds_its_checkpoint_and_drops_the_messages_before_it(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    first_run, _ = key_group(storage)
+    state = GroupState(watermark_ms=0)
+    list(first_run((0,), iter([rows(["a", "a"], 50), rows(["b"], 150)]), state))
+    state.watermark_ms = 100
+    list(first_run((0,), iter([]), state))  # the checkpoint at 100: a's two messages
+
+    restored, reports = key_group(storage, recovery=Recovery(RecoveryPath.FROM_CLOCK, 1, 100, frozenset({0}),
+                                                             key_groups=1))
+    (out,) = restored((0,), iter([rows(["a"], 50), rows(["a", "b"], 150)]), GroupState(watermark_ms=100))
+    assert totals(out) == {"a": 3, "b": 1}  # b's first message is after the checkpoint: replayed again
+    assert (reports.value[0].replayed, reports.value[0].applied, reports.value[0].late) == (1, 2, 0)
+
+
+def test_a_group_without_a_checkpoint_to_restore_starts_empty_at_the_restore_point(tmp_path):
+    run_group, reports = key_group(JobStorage(str(tmp_path / "job")),
+                                   recovery=Recovery(RecoveryPath.FROM_CLOCK, 1, 100, key_groups=1))
+    (out,) = run_group((0,), iter([rows(["a"], 50), rows(["a"], 150)]), GroupState(watermark_ms=0))
+    assert totals(out) == {"a": 1}
+    report = reports.value[0]
+    assert (report.replayed, report.applied, report.late, report.watermark_ms) == (1, 1, 0, 100)
+
+
+def test_bad_records_and_late_messages_are_the_groups_dead_letters(tmp_path):
+    bad = BadRecord("in/a.jsonl line 2", "{", "not JSON")
+    run_group, reports = key_group(JobStorage(str(tmp_path / "job")), mode=BadRecords.DEAD_LETTER,
+                                   late_records=LateRecords.OUTPUT)
+    (out,) = run_group((0,), iter([rows(["a"], 99), marked(bad), rows(["b"], 100)]), GroupState(watermark_ms=100))
+    assert totals(out) == {"b": 1}
+    assert [BadRecord.from_json(text) for text in out[DEAD_LETTERS][0]] == [bad, BadRecord.late("a", 99, 1.0, 100)]
+    report = reports.value[0]
+    assert (report.bad_records, report.late_records, report.late, report.applied) == (1, 1, 1, 1)
+    assert report.max_time_ms == 100
+
+    list(run_group((0,), iter([marked(bad)]), GroupState(watermark_ms=100)))
+    assert reports.value[0].max_time_ms == -1  # a bad record has no event time
+
+
+def test_a_bad_record_fails_the_groups_task_with_the_record_for_the_driver_to_read(tmp_path):
+    bad = BadRecord("in/a.jsonl line 2", "{", "not JSON")
+    run_group, _ = key_group(JobStorage(str(tmp_path / "job")))
+    with pytest.raises(BadRecordError) as raised:
+        list(run_group((0,), iter([rows(["a"], 150), marked(bad)]), GroupState(watermark_ms=100)))
+    spark_error = RuntimeError("".join(traceback.format_exception(raised.value)))  # the driver sees the text
+    assert BadRecordError.carried_in(spark_error) == bad
+
+
+def test_a_group_crashes_at_its_points_once_its_checkpoint_is_durable_then_once_spark_has_its_state(tmp_path,
+                                                                                                   monkeypatch):
+    storage, state, reached = JobStorage(str(tmp_path / "job")), GroupState(watermark_ms=100), []
+    monkeypatch.setattr(stateful, "crash_point",
+                        lambda point: reached.append((point, storage.directory().store(0).times(), state.exists)))
+    run_group, _ = key_group(storage)
+    list(run_group((0,), iter([rows(["a"], 150)]), state))
+    assert reached == [(CrashPoint.CHECKPOINTS, [100], False), (CrashPoint.GROUP, [100], True)]
+
+
+def test_a_checkpoint_that_cannot_be_written_fails_the_task_saying_how_to_go_on(tmp_path, monkeypatch):
+    def refuse(store, time_ms, data):
+        raise StorageError("write", store.path(time_ms), "No space left on device")
+
+    monkeypatch.setattr(CheckpointStore, "persist", refuse)
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, _ = key_group(storage)
+    with pytest.raises(StorageError) as raised:
+        list(run_group((0,), iter([rows(["a"], 150)]), GroupState(watermark_ms=100)))
+    (note,) = raised.value.__notes__
+    assert "key group 0's checkpoint at 100 ms is not durable" in note and storage.directory().root in note
+
+
+def test_a_group_folds_tied_messages_by_source_partition_and_sends_json_results_as_text(tmp_path):
+    run_group, _ = key_group(JobStorage(str(tmp_path / "job")), LastValue())
+    # The shuffle fetched partition 1's rows first; partition 0's come first in time order.
+    (out,) = run_group((0,), iter([frame([("a", 50, 1, 1)]), frame([("a", 50, 2, 0)])]), GroupState(watermark_ms=0))
+    assert list(out.columns) == ["key", "window_start", "window_end", "value", DEAD_LETTERS]
+    assert totals(out) == {"a": "1"}  # partition 1's message is the later one
+
+
+def test_a_job_without_checkpoints_writes_none_and_its_groups_state_is_whole(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, reports = key_group(storage, checkpoints=False)
+    state = GroupState(watermark_ms=0)
+    list(run_group((0,), iter([rows(["a"], 50)]), state))
+    state.watermark_ms = 150
+    (out,) = run_group((0,), iter([rows(["a"], 150)]), state)
+    assert totals(out) == {"a": 2}
+    assert (reports.value[0].checkpoint_ms, storage.directory().store(0).times()) == (None, [])
+    assert decode_record(state.value, "state")[0] == 0  # no checkpoint to follow

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from state.checkpoint_store import FORMAT_VERSION, MAGIC, CheckpointStore, decode_record, encode_record
+from state.checkpoint_store import FORMAT_VERSION, MAGIC, CheckpointStore, decode_record, describe_times, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
 from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
 
@@ -98,10 +98,14 @@ def test_persisting_the_same_time_again_overwrites(store: CheckpointStore) -> No
 
 def test_a_checkpoint_is_recovered_by_the_crc32_persist_wrote_it_with_and_no_other(store: CheckpointStore) -> None:
     written = store.persist(10, b"first attempt")
+    raw = store.fs.read_bytes(store.path(10))
+    # The file's size, and the unsigned CRC32 of its header (this one has its high bit set).
+    assert written == (len(raw), struct.unpack_from(">I", raw, 22)[0]) and written.crc >= 2**31
     assert store.recover(10, written.crc) == b"first attempt"
     store.persist(10, b"written again")
-    with pytest.raises(CorruptCheckpointError, match=f"holds another checkpoint .* not {written.crc}"):
+    with pytest.raises(CorruptCheckpointError, match=f"holds another checkpoint .* not {written.crc}") as raised:
         store.recover(10, written.crc)
+    assert raised.value.path == store.path(10)
 
 
 def test_temp_files_of_unfinished_writes_and_unrelated_names_are_ignored(store: CheckpointStore) -> None:
@@ -167,8 +171,15 @@ def test_any_flipped_byte_is_detected(store: CheckpointStore) -> None:
 def test_flipped_payload_byte_fails_the_checksum(store: CheckpointStore) -> None:
     store.persist(10, b"state")
     tamper(store, 10, lambda raw: raw[:-1] + bytes([raw[-1] ^ 0x80]))
-    with pytest.raises(CorruptCheckpointError, match="checksum"):
+    with pytest.raises(CorruptCheckpointError, match=r"checksum mismatch \(bytes changed after writing\); "):
         store.recover(10)
+
+
+def test_the_checksum_covers_the_header_too() -> None:
+    record = bytearray(encode_record(10, b"state"))
+    record[13] ^= 0x01  # the time: 10 ms becomes 11
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        decode_record(bytes(record), "the record")
 
 
 def test_wrong_magic_raises(store: CheckpointStore) -> None:
@@ -196,14 +207,20 @@ def test_header_time_differing_from_the_file_name_is_corruption(store: Checkpoin
     assert store.path(20) in str(caught.value) and caught.value.path == store.path(20)
 
 
-def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: CheckpointStore) -> None:
+@pytest.mark.parametrize("look", [CheckpointStore.recover, CheckpointStore.require])
+def test_missing_checkpoint_raises_naming_path_time_and_what_is_held(store: CheckpointStore, look) -> None:
     store.persist(10, b"x")
     with pytest.raises(MissingCheckpointError) as caught:
-        store.recover(20)
+        look(store, 20)
     assert (caught.value.task, caught.value.timestamp_ms) == (TASK, 20)
     message = str(caught.value)
-    assert store.path(20) in message and "20 ms" in message and "held: 10 ms" in message
+    assert store.path(20) in message and "no checkpoint at 20 ms" in message and "held: 10 ms" in message
     assert "rewind" in message
+
+
+def test_a_time_to_retain_from_that_is_no_time_is_refused_naming_it(store: CheckpointStore) -> None:
+    with pytest.raises(StateValueError, match="oldest_ms must be"):
+        store.retain(-1)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "10", None, 2**63])
@@ -215,7 +232,7 @@ def test_negative_or_non_int_timestamps_are_refused(store: CheckpointStore, bad:
 
 
 def test_non_bytes_data_is_refused(store: CheckpointStore) -> None:
-    with pytest.raises(StateTypeError, match="bytes"):
+    with pytest.raises(StateTypeError, match="checkpoint data must be bytes, got int"):
         store.persist(10, 3)  # type: ignore[arg-type]
 
 
@@ -245,3 +262,9 @@ def test_a_write_and_a_replace_make_the_file_and_its_directory_entry_durable(tmp
     assert fsyncs[-1] == str(tmp_path / "a") and fsyncs[-2].startswith(str(tmp_path / "a" / TEMP_PREFIX))
     fs.replace(str(tmp_path / "a" / "clock"), str(tmp_path / "b" / "clock"))
     assert fsyncs[-1] == str(tmp_path / "b")
+
+
+def test_messages_name_a_few_checkpoint_times_each_and_many_by_their_range() -> None:
+    assert describe_times([]) == "none"
+    assert describe_times([100, 200, 300, 400, 500]) == "100, 200, 300, 400, 500 ms"
+    assert describe_times([100, 200, 300, 400, 500, 600]) == "6 checkpoints from 100 to 600 ms"

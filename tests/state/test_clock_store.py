@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import time
 
+import numpy as np
 import pytest
 
-from state.checkpoint_store import CheckpointStore, encode_record
+from state.checkpoint_store import CheckpointStore, decode_record, encode_record
 from state.clock_store import ClockRecord, ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.fs import TEMP_PREFIX, LocalFileSystem
@@ -89,16 +91,39 @@ def test_task_clocks_never_move_backwards(clock: ClockStore) -> None:
 
 @pytest.mark.parametrize(
     ("clock_ms", "task_clocks", "match"),
-    [(-1, {}, "clock_ms"), (1.0, {}, "clock_ms"), (0, {"a": -5}, "task_clocks"), (0, {"": 0}, "task names")],
+    [(-1, {}, "clock_ms must be"), (1.0, {}, "clock_ms must be"), (0, {"a": -5}, "task_clocks"),
+     (0, {"": 0}, "task names")],
 )
 def test_bad_arguments_are_refused(clock: ClockStore, clock_ms, task_clocks, match: str) -> None:
     with pytest.raises(StateValueError, match=match):
         clock.advance(clock_ms, task_clocks)
 
 
-def test_keep_must_be_positive(root: str) -> None:
-    with pytest.raises(StateValueError, match="keep"):
-        ClockStore(LocalFileSystem(), root, keep=0)
+@pytest.mark.parametrize("keep", [0, True, 1.0])
+def test_keep_must_be_a_positive_int(root: str, keep) -> None:
+    with pytest.raises(StateValueError, match="keep must be an int >= 1"):
+        ClockStore(LocalFileSystem(), root, keep=keep)
+
+
+def test_by_default_the_history_keeps_ten_records_and_may_keep_one(root: str) -> None:
+    for keep, clock in ((10, ClockStore(LocalFileSystem(), root)), (1, open_clock(root + "-one", keep=1))):
+        for clock_ms in range(10, 130, 10):
+            clock.advance(clock_ms, {"a": clock_ms})
+        assert [r.clock_ms for r in clock.history()] == list(range(130 - 10 * keep, 130, 10))
+
+
+def test_the_clock_and_its_history_are_files_of_one_record_each(clock: ClockStore, root: str) -> None:
+    clock.advance(20, {"b": 30, "a": 20})
+    raw = clock.fs.read_bytes(clock.fs.join(root, "clock"))
+    assert raw == clock.fs.read_bytes(clock.fs.join(root, "clock-history", f"{1:020d}.clock"))
+    assert decode_record(raw, "clock") == (20, b'{"clock_ms":20,"sequence":1,"task_clocks":{"a":20,"b":30},'
+                                               b'"written_at_ms":1000}')
+
+
+def test_a_record_is_written_at_the_wall_clocks_time_in_milliseconds(root: str) -> None:
+    before = time.time_ns() // 1_000_000
+    written = ClockStore(LocalFileSystem(), root).advance(10, {"a": 10})
+    assert before <= written.written_at_ms <= time.time_ns() // 1_000_000
 
 
 def test_history_keeps_the_last_records_oldest_first(root: str) -> None:
@@ -215,3 +240,71 @@ class TestVerifyClock:
         stores["a"].fs.write_atomic(path, b"PCKP")
         with pytest.raises(CorruptCheckpointError, match=path):
             verify_clock(record, stores.__getitem__)
+
+
+@pytest.mark.parametrize("move", [lambda clock: clock.rewind(-1), lambda clock: clock.restart(-1, {})])
+def test_a_clock_to_move_to_that_is_no_time_is_refused_naming_it(clock: ClockStore, move) -> None:
+    clock.advance(10, {"a": 10})
+    with pytest.raises(StateValueError, match="clock_ms must be"):
+        move(clock)
+
+
+def test_a_restart_takes_a_clock_at_the_lowest_task_clock_only(clock: ClockStore) -> None:
+    with pytest.raises(ClockError, match="must equal the lowest task clock"):
+        clock.restart(20, {"a": 10, "b": 20})
+    assert clock.read() is None
+
+
+@pytest.mark.parametrize("move", [lambda clock: clock.advance(30, {"a": 30}),
+                                  lambda clock: clock.restart(20, {"a": 20, "b": 20})])
+def test_a_record_after_a_crash_that_lost_the_newest_history_entry_is_numbered_after_the_clock(
+    clock: ClockStore, move
+) -> None:
+    clock.advance(10, {"a": 10})
+    clock.advance(20, {"a": 20})
+    newest = clock.fs.list_names(clock.history_directory)[-1]
+    clock.fs.delete(clock.fs.join(clock.history_directory, newest))  # a crash between the clock and its entry
+    assert move(clock).sequence == 3
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"clock_ms": -1}, "clock_ms must be"),
+    ({"written_at_ms": -1}, "written_at_ms must be"),
+    ({"sequence": 0}, "sequence must be an int >= 1, got 0"),
+    ({"sequence": True}, "sequence must be an int >= 1, got True"),
+    ({"sequence": 1.0}, "sequence must be an int >= 1, got 1.0"),
+    ({"task_clocks": [("a", 1)]}, "task_clocks must map task names to ms, got list"),
+])
+def test_a_clock_record_refuses_bad_fields_naming_them(fields, message) -> None:
+    with pytest.raises(StateValueError, match=message):
+        ClockRecord(**{"clock_ms": 1, "task_clocks": {"a": 1}, "written_at_ms": 1, "sequence": 1, **fields})
+
+
+def test_a_clock_record_takes_numpy_ints_as_ints() -> None:
+    record = ClockRecord(clock_ms=np.int64(5), task_clocks={"a": np.int64(5)}, written_at_ms=np.int64(7), sequence=1)
+    assert [type(value) for value in (record.clock_ms, record.task_clocks["a"], record.written_at_ms)] == [int] * 3
+    assert ClockRecord.from_bytes(record.to_bytes(), "clock", "") == record
+
+
+def test_a_clock_off_the_lowest_task_clock_names_the_slowest_task(clock: ClockStore) -> None:
+    with pytest.raises(ClockError, match="the lowest task clock, 20 ms of task 'b'"):
+        clock.advance(30, {"a": 30, "b": 20})
+
+
+@pytest.mark.parametrize("clock_ms", [0, 10])
+def test_a_new_task_joins_the_clock_at_its_first_checkpoint(clock: ClockStore, clock_ms: int) -> None:
+    clock.advance(clock_ms, {"a": clock_ms})
+    assert clock.advance(clock_ms, {"a": clock_ms, "b": clock_ms}).task_clocks == {"a": clock_ms, "b": clock_ms}
+
+
+def test_a_history_entry_of_another_sequence_is_refused_naming_it(clock: ClockStore) -> None:
+    clock.advance(10, {"a": 10})
+    first = clock.fs.join(clock.history_directory, clock.fs.list_names(clock.history_directory)[0])
+    second = clock.fs.join(clock.history_directory, f"{2:020d}.clock")
+    clock.fs.write_atomic(second, clock.fs.read_bytes(first))
+    with pytest.raises(ClockError, match=f"{second} holds sequence 1; delete {second} to drop this entry"):
+        clock.history()
+
+
+def test_a_fresh_job_has_no_clock_to_restore(clock: ClockStore) -> None:
+    assert clock.oldest_restorable_ms() is None

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from profiles import examples
 from test_table import Concat
 
 from monoids.numeric import Sum
@@ -103,6 +105,36 @@ def test_a_session_across_a_checkpoint_boundary_is_one_session_of_two_segments()
     assert as_set(table.open_windows()) == {("a", 90, 140, 2)}
 
 
+def test_messages_of_one_session_and_one_interval_are_one_segment_and_update_returns_their_keys():
+    table = session_table()
+    send(table, [("a", 10, 1), ("b", 20, 1)])
+    touched = table.update(np.array(["a", "a", "c"], dtype=object), np.array([15, 25, 30]), [1, 1, 1])
+    assert touched.tolist() == ["a", "c"]  # the keys of the update, not b
+    assert len(table) == 3  # a's three messages are one segment
+    sessions = table.open_windows()
+    assert as_set(sessions) == {("a", 10, 55, 3), ("b", 20, 50, 1), ("c", 30, 60, 1)}
+    assert sessions.starts_ms.dtype == sessions.ends_ms.dtype == np.int64  # a sink's bigint columns
+
+
+def test_a_session_closed_at_the_watermark_is_not_open_and_goes_at_the_next_checkpoint():
+    table = session_table()
+    send(table, [("a", 10, 1), ("b", 30, 1)])
+    assert as_set(table.close_windows(40)) == {("a", 10, 40, 1)}
+    assert as_set(table.open_windows()) == {("b", 30, 60, 1)}
+    table.checkpoint(100)
+    assert table.keys.tolist() == ["b"]
+
+
+def test_a_watermark_that_is_no_time_is_refused_naming_it():
+    with pytest.raises(StateValueError, match="watermark_ms must be"):
+        session_table().close_windows(-1)
+
+
+def test_sessions_close_by_themselves_and_take_no_ttl():
+    with pytest.raises(StateValueError, match="only a table without a window expires keys"):
+        SessionTable(Sum(), INTERVAL, SessionWindow(GAP), ttl_ms=50)
+
+
 def test_a_session_closes_when_the_watermark_reaches_its_end_and_is_emitted_once():
     table = session_table()
     send(table, [("a", 10, 1), ("b", 20, 1)])
@@ -159,7 +191,7 @@ def stream(table: SessionTable, messages, cuts, start_ms=0) -> tuple[set, dict]:
     return emitted, taken
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages_strategy, st.lists(st.integers(0, 60), max_size=8), st.sampled_from([10, 30, 250]))
 def test_sessions_emitted_over_a_stream_equal_the_model(messages, cuts, gap):
     table = session_table(gap=gap)
@@ -170,7 +202,7 @@ def test_sessions_emitted_over_a_stream_equal_the_model(messages, cuts, gap):
     assert len(table.open_windows()) == 0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(messages_strategy, st.lists(st.integers(0, 60), max_size=8), st.sampled_from([10, 30, 250]))
 def test_a_restore_from_any_checkpoint_then_the_messages_from_it_on_emits_what_the_first_run_did(
     messages, cuts, gap

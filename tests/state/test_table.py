@@ -13,14 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from profiles import examples
+
 import monoids
 from monoids.base import Monoid, MonoidError, MonoidTypeError, MonoidValueError
 from monoids.numeric import Count, Max, Min, Sum
 from state import codec
 from state.errors import CorruptCheckpointError, StateValueError
+from state.sessions import SessionTable
 from state.table import COMMITTED, KeyedTable, describe, factorize_keys
 from state.tables import decode_table, read_table
-from state.window import Window
+from state.window import SessionWindow, Window
 
 INTERVAL = 100
 
@@ -110,6 +113,30 @@ def test_update_returns_the_keys_touched_in_order_of_appearance():
     assert list(touched) == ["b", "a"]
 
 
+def test_a_decoded_table_has_touched_no_key():
+    table = table_of()
+    apply(table, [("x", 10, 1), ("y", 30, 4)])
+    decoded = decode_table(table.encode(), Sum(), INTERVAL)
+    assert decoded.take_touched_totals()[0].tolist() == []
+    apply(decoded, [("y", 50, 8)])
+    assert decoded.take_touched_totals()[0].tolist() == ["y"]
+
+
+def test_touched_totals_gather_the_keys_of_every_update_since_the_last_take():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 2)])
+    apply(table, [("a", 30, 4)])  # folded into a's row of the first update
+    apply(table, [("c", 150, 8), ("b", 160, 16)])  # new rows of b and c
+    assert table.take_touched_totals()[0].tolist() == ["a", "b", "c"]
+    assert table.take_touched_totals()[0].tolist() == []
+
+    apply(table, [("c", 170, 32)])
+    table.checkpoint(100)  # folds a's and b's rows before it; c stays touched
+    apply(table, [("b", 180, 64)])
+    keys, values = table.take_touched_totals()
+    assert dict(zip(keys.tolist(), table.monoid.values(values))) == {"b": 82, "c": 40}
+
+
 def test_update_takes_plain_lists_and_numpy_keys():
     table = table_of()
     table.update(["x", "y"], [1, 2], [3, 4])
@@ -150,6 +177,12 @@ def test_get_of_an_unknown_key_is_zero_for_every_monoid():
     assert table_of(Min(float)).get("k") == math.inf
 
 
+def test_get_of_a_key_is_its_own_fold_beside_the_null_key():
+    table = table_of()
+    apply(table, [(None, 10, 1), ("a", 20, 2)])
+    assert (table.get("a"), table.get(None)) == (2, 1)
+
+
 key_strategies = {
     "str": st.text(alphabet="abcdefgh", min_size=1, max_size=3),
     "int": st.integers(-(2**40), 2**40),
@@ -163,7 +196,7 @@ value_strategies = {
 }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(sorted(key_strategies)),
     st.sampled_from(sorted(value_strategies)),
@@ -257,8 +290,12 @@ def test_a_bad_batch_raises_and_applies_nothing(monoid, keys, stamps, values, er
 
 
 def test_a_bad_value_is_reported_with_where_it_came_from():
-    with pytest.raises(MonoidError, match="table update"):
+    with pytest.raises(MonoidError, match="got 'x' at the table update$"):
         table_of().update(["a"], [1], ["x"])
+    with pytest.raises(StateValueError, match="^timestamps must be integers of milliseconds, got dtype float64$"):
+        table_of().update(["a"], [1.0], [1])
+    with pytest.raises(StateValueError, match="^keys, timestamps and values differ in length: 2, 1, 2$"):
+        table_of().update(["a", "b"], [1], [1, 2])
     with pytest.raises(StateValueError, match=r"timestamp -5 at row 1 \(key .*'b'"):
         table_of().update(["a", "b"], [1, -5], [1, 1])
 
@@ -280,7 +317,7 @@ def test_a_batch_that_overflows_changes_nothing_not_even_the_late_count():
 
 
 def test_a_table_without_a_window_has_no_windows_to_close():
-    with pytest.raises(StateValueError, match="no window"):
+    with pytest.raises(StateValueError, match="^this table has no window: there are no windows to close$"):
         table_of().close_windows(100)
     with pytest.raises(StateValueError, match="no window"):
         table_of().open_windows()
@@ -422,7 +459,7 @@ messages_strategy = st.lists(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(messages_strategy, st.integers(1, 10), st.data())
 def test_checkpoint_recover_and_replay_equals_the_uninterrupted_table(messages, boundary, data):
     t = boundary * INTERVAL
@@ -445,7 +482,7 @@ def test_checkpoint_recover_and_replay_equals_the_uninterrupted_table(messages, 
     assert totals(original) == scalar_folds(Sum(), on_time)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(messages_strategy, st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
 def test_a_chain_of_checkpoints_recovers_from_any_of_them(messages, steps, data):
     """Checkpoints at growing boundaries while messages arrive; recovering any one and
@@ -566,9 +603,19 @@ def _corruptions():
 
 
 @pytest.mark.parametrize(("what", "data"), list(_corruptions()), ids=[w for w, _ in _corruptions()])
-def test_decoding_damaged_bytes_raises_corrupt_checkpoint_error(what, data):
-    with pytest.raises(CorruptCheckpointError):
-        decode_table(data, Sum(), INTERVAL)
+def test_decoding_damaged_bytes_raises_corrupt_checkpoint_error_naming_them(what, data):
+    with pytest.raises(CorruptCheckpointError, match="^checkpoint X: "):
+        decode_table(data, Sum(), INTERVAL, what="checkpoint X")
+
+
+def test_times_of_another_length_than_the_rows_are_damage_and_no_times_are_a_table_without_ttl():
+    expiring = KeyedTable(Sum(), INTERVAL, ttl_ms=500)
+    apply(expiring, [("a", 10, 1), ("b", 20, 2)])
+    *columns, times = codec.unpack(b"PKTB", (3,), expiring.encode(), "test")[1]
+    with pytest.raises(CorruptCheckpointError, match="^checkpoint X: columns differ in length"):
+        decode_table(_repack([*columns, times[:-8]]), Sum(), INTERVAL, what="checkpoint X", ttl_ms=500)
+    with pytest.raises(StateValueError, match="written without ttl_ms, and cannot be read with ttl_ms=500"):
+        decode_table(_repack(columns, version=2), Sum(), INTERVAL, ttl_ms=500)  # format 2 has no times
 
 
 @pytest.mark.parametrize(("what", "data"), list(_corruptions())[:6], ids=[w for w, _ in _corruptions()][:6])
@@ -576,7 +623,7 @@ def test_recovering_damaged_bytes_raises_and_keeps_the_state(what, data):
     table = table_of()
     apply(table, [("z", 10, 5)])
     before = state_of(table)
-    with pytest.raises(CorruptCheckpointError):
+    with pytest.raises(CorruptCheckpointError, match="^checkpoint at 100: "):
         table.recover(100, data)
     assert state_of(table) == before
 
@@ -586,7 +633,8 @@ def test_recovering_damaged_bytes_raises_and_keeps_the_state(what, data):
     [(50, None), (200, None), (100, Window(300, 50)), (1000, Window(250, 50))],
 )
 def test_decoding_bytes_written_with_another_bucket_size_raises(interval, window):
-    with pytest.raises(CorruptCheckpointError, match="buckets"):
+    with pytest.raises(CorruptCheckpointError, match=r"buckets, this task uses \d+ ms \(the window or checkpoint "
+                                                    r"interval changed\)"):
         decode_table(_sample_bytes(), Sum(), interval, window)
 
 
@@ -635,7 +683,8 @@ def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
     old = _repack([meta, keys, buckets, values], version=1)
     current = decode_table(_sample_bytes(), Sum(), INTERVAL)
     assert len(current) and state_of(decode_table(old, Sum(), INTERVAL)) == state_of(current)
-    with pytest.raises(StateValueError, match="format 1, which does not name its monoid"):
+    with pytest.raises(StateValueError, match=r"format 1, which does not name its monoid; decode it with the "
+                                              r"task's monoid and window \(state.tables.decode_table\)$"):
         read_table(old, "old checkpoint")
 
 
@@ -653,6 +702,11 @@ def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
             b'{"interval_ms": 100, "window": null, "monoid": {"name": "gone", "version": 1, "params": {}}}',
             StateValueError,
             "no monoid named 'gone'",
+        ),
+        (
+            b'{"interval_ms": 100, "window": null, "monoid": {"name": "sum", "version": 1, "params": {}}, "ttl_ms": 0}',
+            CorruptCheckpointError,
+            "the description: ttl_ms must be an int of milliseconds > 0",
         ),
     ],
 )
@@ -758,6 +812,36 @@ def test_keys_moved_into_another_table_keep_their_windows_exactly():
     assert got == sorted(zip(expected.keys, expected.starts_ms.tolist(), expected.values.tolist())) and got
 
 
+def test_keys_of_a_list_are_moved_as_they_are_and_absorbed_with_their_late_counts():
+    table = table_of()
+    apply(table, [("x", 10, 1), (7, 20, 2), ("7", 30, 4)])
+    moved = table.only(["x", 7])  # a list: 7 stays an int, not the key "7"
+    assert totals(moved) == {"x": 1, 7: 2} == totals(table, ["x", 7])
+    late, more_late = table_of(), table_of()
+    for one, count in ((late, 2), (more_late, 3)):
+        one.checkpoint(100)
+        apply(one, [("late", 50, 1)] * count)
+    late.absorb(more_late)
+    assert late.late_count == 5
+
+
+def test_a_windowed_table_without_rows_has_no_open_windows_and_keeps_no_touched_keys():
+    table = table_of(window=Window(200, 100))
+    assert len(table.open_windows()) == 0
+    closed = table.close_windows(500)
+    assert [(len(column), column.dtype) for column in (closed.keys, closed.starts_ms, closed.ends_ms)] == [
+        (0, object), (0, np.int64), (0, np.int64)]
+    assert len(closed.values) == 0
+    with pytest.raises(StateValueError,
+                       match="^a table with a window keeps no touched keys: its results are its windows$"):
+        table.take_touched_totals()
+
+
+def test_a_watermark_that_is_no_time_is_refused_naming_it():
+    with pytest.raises(StateValueError, match="watermark_ms must be"):
+        table_of(window=Window(200, 100)).close_windows(-1)
+
+
 def test_a_table_of_another_checkpoint_is_not_absorbed():
     early, late = window_table([("a", 10, 1)]), window_table([("b", 10, 1)])
     early.checkpoint(100)
@@ -812,8 +896,10 @@ def test_a_key_expires_only_when_its_newest_message_is_more_than_ttl_behind_the_
     assert table.expire(1500) == 0 and totals(table) == {"a": 7, "b": 8}
     assert table.expire(1501) == 1 and totals(table) == {"b": 8}
     assert table.get("a") == 0
+    table.take_touched_totals()
     apply(table, [("a", 1600, 16)])  # starts from zero, as a new key
     assert totals(table) == {"a": 16, "b": 8}
+    assert table.take_touched_totals()[0].tolist() == ["a"]
 
 
 def test_a_message_more_than_ttl_after_its_keys_previous_one_starts_it_from_zero():
@@ -827,6 +913,14 @@ def test_a_message_more_than_ttl_after_its_keys_previous_one_starts_it_from_zero
     assert min(table.times[table.keys == "a"]) == 261
 
 
+def test_each_keys_messages_are_measured_against_its_own_previous_message_from_time_0_on():
+    table = KeyedTable(Sum(), INTERVAL, ttl_ms=100)
+    apply(table, [("a", 0, 1), ("b", 0, 2)])
+    apply(table, [("b", 200, 4), ("b", 250, 8), ("a", 150, 16), ("c", 160, 32)])
+    # a: 0 -> 150 restarts; b: 0 -> 200 restarts, 200 -> 250 does not.
+    assert totals(table) == {"a": 16, "b": 12, "c": 32}
+
+
 def test_a_table_without_ttl_never_expires():
     table = table_of()
     apply(table, [("a", 1, 1)])
@@ -837,7 +931,7 @@ def test_a_table_without_ttl_never_expires():
     st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 60), st.integers(0, 9)), max_size=40),
     st.integers(1, 400),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_expiry_with_checkpoints_between_equals_a_per_key_model(steps, ttl):
     """Each step sends one message per key listed, then advances the watermark by 100 ms;
     a message more than ``ttl`` after its key's newest one starts the key from zero."""
@@ -890,13 +984,27 @@ def test_a_table_written_without_ttl_cannot_be_read_with_one_but_the_reverse_can
 
 @pytest.mark.parametrize("ttl", [0, -5, 1.5, True, "1000"])
 def test_a_ttl_that_is_not_a_positive_int_is_refused_naming_it(ttl):
-    with pytest.raises(StateValueError, match=f"ttl_ms must be an int of milliseconds > 0, got {ttl!r}"):
+    with pytest.raises(StateValueError, match=f"^KeyedTable: ttl_ms must be an int of milliseconds > 0, got {ttl!r}"):
         KeyedTable(Sum(), INTERVAL, ttl_ms=ttl)
 
 
 def test_a_windowed_table_takes_no_ttl():
-    with pytest.raises(StateValueError, match="ttl_ms=100 with window"):
+    with pytest.raises(StateValueError, match="ttl_ms=100 with window .*: windows close by themselves, only a table "
+                                              "without a window expires keys$"):
         KeyedTable(Sum(), INTERVAL, Window(200), ttl_ms=100)
+
+
+@pytest.mark.parametrize("kind, window", [(KeyedTable, SessionWindow(30)), (SessionTable, Window(200))])
+def test_a_table_of_another_kind_of_window_is_refused_saying_how_to_build_one(kind, window):
+    with pytest.raises(StateValueError, match=f"^{kind.__name__} cannot keep .*: build tables with "
+                                              "state.tables.table_for$"):
+        kind(Sum(), INTERVAL, window)
+
+
+@pytest.mark.parametrize("time_at", [KeyedTable.due_checkpoint, KeyedTable.expire])
+def test_a_watermark_to_check_that_is_no_time_is_refused_naming_it(time_at):
+    with pytest.raises(StateValueError, match="watermark_ms must be"):
+        time_at(KeyedTable(Sum(), INTERVAL, ttl_ms=100), -1)
 
 
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
@@ -1022,7 +1130,7 @@ _operations = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(_tables())), st.sampled_from(["str", "int", "decoded"]), _operations)
 def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind, keys, operations):
     """After any operations, a table's codes are those of its keys, and each operation
