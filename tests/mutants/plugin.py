@@ -33,7 +33,7 @@ TESTS = {
     "persistent.runtime.keygroup": ("tests/persistent/test_keygroup.py", "tests/persistent/test_badrecords.py"),
     "persistent.runtime.stateful": ("tests/persistent/test_stateful.py",),
     "persistent.runtime.commit": ("tests/persistent/test_commit.py",),
-    "persistent.storage.files_log": ("tests/persistent/test_sources.py",),
+    "persistent.storage.files_log": ("tests/persistent/test_sources.py", "tests/persistent/test_errors.py"),
 }
 
 #: The fixtures that start a JVM (tests/conftest.py, tests/spark/conftest.py).

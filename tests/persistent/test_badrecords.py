@@ -63,8 +63,11 @@ class PassValues(PersistentTask):
         return messages["value"].to_numpy()
 
 
-class PassValuesPerMessage(PassValues):
+class PassValuesPerMessage(PersistentTask):
     """``PassValues`` one message at a time."""
+
+    def persistent_state(self):
+        return NonWindowState(Sum())
 
     def process_message(self, state, message):
         state.update(message.timestamp, message.value)
@@ -141,6 +144,13 @@ def test_an_update_refused_by_the_state_names_the_key_and_time_and_drops_its_mes
     (value, time) = [b.reason for b in tester.dead_letters]
     assert "takes int values, got 'x' at key 'b' at timestamp 2" in value
     assert "timestamp of key 'c' at timestamp -4 must be in [0, 2**63) ms" in time
+
+
+def test_a_value_the_monoid_refuses_fails_a_job_that_fails_on_bad_records():
+    tester = TaskTester(PassValues(Sum(float)))
+    with pytest.raises(BadRecordError, match="cannot take NaN"):
+        tester.send([("a", 1, 1.5), ("b", 2, np.nan)])
+    assert tester.peek("a") == 0.0
 
 
 def test_values_the_monoid_refuses_are_isolated_and_the_rest_applied():
@@ -238,6 +248,7 @@ def test_rows_marked_by_the_source_are_bad_records_unless_before_the_restore_poi
     # Behind the watermark, the good message at 12 ms is late; the marked rows stay bad records.
     outcome = KeyGroup(PassValues(), 100, floor_ms=10).apply(frame, BadRecords.DEAD_LETTER, 13)
     assert (outcome.applied, outcome.replayed, outcome.late.values.tolist(), len(outcome.bad)) == (1, 2, [["a", 12, 2]], 1)
+    assert outcome.late["timestamp"].dtype == np.int64  # times again, once the marked rows' nulls are gone
 
 
 def test_a_task_that_fails_on_every_message_dead_letters_each_once():

@@ -18,7 +18,14 @@ from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath, task_name
+from persistent.storage.job_directory import (
+    DeliveryPosition,
+    JobDirectory,
+    Recovery,
+    RecoveryPath,
+    RewindPositions,
+    task_name,
+)
 from state.errors import ClockError
 from state.fs import LocalFileSystem
 
@@ -368,3 +375,27 @@ def test_a_report_of_a_checkpoint_older_than_its_tasks_clock_moves_no_clock(dire
     commit(0, batch(checkpointed(directory, 0, 200), checkpointed(directory, 1, 200)))
     assert commit(1, batch(checkpointed(directory, 0, 100))).clock_ms == 200
     assert directory.clock.read().task_clocks == {task_name(0): 200, task_name(1): 200}
+
+
+def test_the_rewind_positions_of_each_new_clock_are_recorded_before_it_and_kept_while_a_restart_may_need_them(
+        directory, make_commit, batch):
+    asked = []
+
+    def positions(clock_ms: int) -> dict[str, dict[str, int]]:
+        record = directory.clock.read()
+        asked.append((clock_ms, record and record.clock_ms))  # the clock before it moves
+        return {"topic": {"0": clock_ms // 10}}
+
+    commit = make_commit(rewind_positions=positions)
+    commit(0, batch(checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)))
+    commit(1, batch(checkpointed(directory, 0, 100), checkpointed(directory, 1, 100)))  # the same clock again
+    commit(2, batch(checkpointed(directory, 0, 200), checkpointed(directory, 1, 200)))
+    assert asked == [(100, None), (200, 100)]
+    assert directory.read_rewind_positions(200) == RewindPositions(200, {"topic": {"0": 20}})
+    for number in range(3, 15):
+        boundary = 100 * number
+        commit(number, batch(checkpointed(directory, 0, boundary), checkpointed(directory, 1, boundary)))
+    oldest_ms = directory.clock.oldest_restorable_ms()
+    assert oldest_ms > 200
+    assert directory.read_rewind_positions(oldest_ms - 100) is None
+    assert directory.read_rewind_positions(oldest_ms).offsets == {"topic": {"0": oldest_ms // 10}}

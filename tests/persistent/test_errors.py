@@ -30,11 +30,12 @@ def test_a_bad_setting_is_a_config_error():
         filesystem_for("ftp://host/job")
 
 
-@pytest.mark.parametrize("error, fields", [
-    (InputFileChangedError("in/a.txt", "files source: in/a.txt changed"), ("path",)),
-    (BadRecordError(BadRecord("in/a.jsonl line 2", "{", "not JSON"), "micro-batch 0.4"), ("record", "where")),
+@pytest.mark.parametrize("make, fields", [
+    (lambda: InputFileChangedError("in/a.txt", "files source: in/a.txt changed"), ("path",)),
+    (lambda: BadRecordError(BadRecord("in/a.jsonl line 2", "{", "not JSON"), "micro-batch 0.4"), ("record", "where")),
 ])
-def test_an_error_keeps_its_fields_message_and_notes_through_pickling(error, fields):
+def test_an_error_keeps_its_fields_message_and_notes_through_pickling(make, fields):
+    error = make()  # anew in each run of the tests in one process: the note would stay on a shared one
     error.add_note("what to do")
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is type(error) and str(again) == str(error) and again.__notes__ == ["what to do"]

@@ -7,7 +7,15 @@ import struct
 import numpy as np
 import pytest
 
-from state.checkpoint_store import FORMAT_VERSION, MAGIC, CheckpointStore, decode_record, describe_times, encode_record
+from state.checkpoint_store import (
+    FORMAT_VERSION,
+    MAGIC,
+    CheckpointStore,
+    check_time_ms,
+    decode_record,
+    describe_times,
+    encode_record,
+)
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
 from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
 
@@ -225,7 +233,7 @@ def test_a_time_to_retain_from_that_is_no_time_is_refused_naming_it(store: Check
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "10", None, 2**63])
 def test_negative_or_non_int_timestamps_are_refused(store: CheckpointStore, bad: object) -> None:
-    with pytest.raises(StateValueError, match="timestamp_ms"):
+    with pytest.raises(StateValueError, match="^timestamp_ms must be "):
         store.persist(bad, b"x")  # type: ignore[arg-type]
     with pytest.raises(StateValueError):
         store.recover(bad)  # type: ignore[arg-type]
@@ -254,6 +262,13 @@ def test_record_helpers_round_trip_and_name_the_source_when_corrupt() -> None:
 def test_numpy_integer_times_are_accepted_as_ints(store: CheckpointStore) -> None:
     store.persist(np.int64(10), b"x")
     assert store.times() == [10] and store.recover(np.int64(10)) == b"x"
+    for edge in (0, 2**63 - 1):
+        assert check_time_ms(np.int64(edge)) == check_time_ms(edge) == edge
+
+
+def test_a_time_that_is_no_int_is_refused_naming_its_type() -> None:
+    with pytest.raises(StateValueError, match="^timestamp_ms must be an int of milliseconds, got str '10'$"):
+        check_time_ms("10")
 
 
 def test_a_write_and_a_replace_make_the_file_and_its_directory_entry_durable(tmp_path, fsyncs) -> None:

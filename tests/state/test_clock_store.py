@@ -249,6 +249,13 @@ def test_a_clock_to_move_to_that_is_no_time_is_refused_naming_it(clock: ClockSto
         move(clock)
 
 
+def test_a_restart_starts_the_history_over(clock: ClockStore) -> None:
+    for clock_ms in (10, 20, 30):
+        clock.advance(clock_ms, {"a": clock_ms})
+    restarted = clock.restart(30, {"a": 30, "b": 30})
+    assert clock.history() == [restarted] and clock.read() == restarted
+
+
 def test_a_restart_takes_a_clock_at_the_lowest_task_clock_only(clock: ClockStore) -> None:
     with pytest.raises(ClockError, match="must equal the lowest task clock"):
         clock.restart(20, {"a": 10, "b": 20})
