@@ -110,15 +110,13 @@ class KafkaSource(Source):
 
     def rewind_positions(self):
         """``positions(clock_ms)``: each partition's first offset with a timestamp at or
-        after ``clock_ms``, or its end offset when it has none, by topic and partition."""
-        lookups = []
+        after ``clock_ms``, or its end offset when it has none, by topic and partition.
+        Its consumer is made now, when the job starts: a missing client fails it before
+        anything runs."""
+        consumer = self._consumer()
+        from confluent_kafka import TopicPartition
 
         def positions(clock_ms: int) -> dict[str, dict[str, int]]:
-            from confluent_kafka import TopicPartition
-
-            if not lookups:
-                lookups.append(self._consumer())
-            consumer = lookups[0]
             wanted = [TopicPartition(topic, partition, clock_ms) for topic, partition in self._partitions(consumer)]
             found: dict[str, dict[str, int]] = {}
             for each in consumer.offsets_for_times(wanted, timeout=_LOOKUP_TIMEOUT_S):
@@ -136,9 +134,9 @@ class KafkaSource(Source):
         recorded = job.directory().read_rewind_positions(start_ms) if start_ms and job is not None else None
         if recorded is None:
             return  # a fresh start, path A, or a clock of a version that recorded none
+        consumer = self._consumer()
         from confluent_kafka import TopicPartition
 
-        consumer = self._consumer()
         try:
             gone = []
             for topic, partitions in sorted(recorded.offsets.items()):
