@@ -184,7 +184,8 @@ class Plan:
         results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, directory, storage,
                                  reports)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
-        rewind_positions = job.source.rewind_positions() if isinstance(job.source, Source) else None
+        # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
+        rewind_positions = job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source) else None
         commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
                         self.checkpoints, listeners, rewind_positions=rewind_positions)
         name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
