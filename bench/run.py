@@ -31,13 +31,13 @@ from bench.measure import RunResult, pool  # noqa: E402
 
 #: Implementations, in the order they run over each data set.
 NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "window", "native-window",
-         "recovery", "small", "demo", "bytewax")
+         "recovery", "small", "kafka", "demo", "bytewax")
 #: Implementations that also run over skewed keys.
 SKEWED = ("native", "vectorized", "bytewax")
 #: Key counts at which the restart of the vectorized job is timed.
 RECOVERY_KEYS = (100_000, 1_000_000)
 #: What each implementation is compared with.
-BASELINES = {"window": "native-window", "vectorized-small": "native-small"}
+BASELINES = {"window": "native-window", "vectorized-small": "native-small", "vectorized-kafka": "native-kafka"}
 #: Rows of a micro-batch in the small-batch case (``small``).
 SMALL_BATCH_ROWS = 1_000
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -53,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--small-batches", type=int, default=20,
                    help=f"micro-batches of {SMALL_BATCH_ROWS:,} rows that native and vectorized run in the small-batch case")
     p.add_argument("--small-keys", type=int, default=10_000, help="distinct keys of the small-batch case")
+    p.add_argument("--kafka-keys", default="100000",
+                   help="key counts whose events native and vectorized also read from a real Kafka topic "
+                        "(the case 'kafka'); empty for none")
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
     p.add_argument("--repeats", type=int, default=3,
@@ -213,7 +216,14 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
 
         from bench.spark_runs import SparkRuns
 
-        spark = spark_session("bench", args.master, **{"spark.driver.memory": "6g"})
+        settings = {"spark.driver.memory": "6g"}
+        if "kafka" in spark_names:
+            from importlib.metadata import version
+
+            from persistent.sources.kafka import KAFKA_PACKAGE
+
+            settings["spark.jars.packages"] = f"{KAFKA_PACKAGE}:{version('pyspark')}"
+        spark = spark_session("bench", args.master, **settings)
         runs = SparkRuns(spark, work)
         single = {
             "native": runs.native,
@@ -256,6 +266,10 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                     elif name == "no-checkpoints" and "vectorized" not in spark_names:
                         record(pool([runs.vectorized(dataset, name, checkpoints=False)[0]
                                      for _ in range(args.repeats)]))
+                    elif name == "kafka" and dataset.keys in _int_list(args.kafka_keys) \
+                            and dataset.distribution == "uniform":
+                        for taken in _kafka_turns(runs, dataset, args):
+                            record(pool(taken))
                     elif name == "recovery" and dataset.keys in RECOVERY_KEYS and dataset.distribution == "uniform":
                         if "vectorized" not in spark_names:
                             job = runs.vectorized(dataset)[1]
@@ -271,6 +285,22 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
             if dataset.distribution == "uniform" or "bytewax" in SKEWED:
                 record(peer.run_bytewax(dataset, work))
     return results, recovery
+
+
+def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], list[RunResult]]:
+    """Native and vectorized runs, taking turns, over the data set's events written to a
+    topic of a real Kafka broker, ``args.batch_rows`` records a micro-batch."""
+    from bench import kafka
+    from persistent.sources.kafka import KafkaSource
+
+    native, vectorized = [], []
+    with kafka.broker() as broker:
+        topic = kafka.write_topic(broker.bootstrap, dataset)
+        source = KafkaSource(broker.bootstrap, topic, max_offsets_per_batch=args.batch_rows)
+        for _ in range(args.repeats):
+            native.append(runs.native(dataset, "native-kafka", source=source))
+            vectorized.append(runs.vectorized(dataset, "vectorized-kafka", source=source)[0])
+    return native, vectorized
 
 
 def _time_demo(work: Path) -> float:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.data import Dataset, ParquetInput
+from bench.data import BATCH_SPAN_MS, Dataset, ParquetInput
 from bench.measure import MemorySampler, RunResult, batches_of, directory_bytes, summarize
 from monoids import Averaged, AveragedValue
 from persistent import Job, PersistentTask
@@ -91,10 +91,11 @@ class SparkRuns:
         directory.mkdir(parents=True)
         return directory
 
-    def _query(self, name: str, dataset: Dataset, files, build, output_mode: str) -> RunResult:
-        """A native query: ``build(messages)`` is the result DataFrame."""
+    def _query(self, name: str, dataset: Dataset, files, build, output_mode: str, source=None) -> RunResult:
+        """A native query over ``files`` (or ``source``, a ``Source``): ``build(messages)``
+        is the result DataFrame."""
         directory = self._directory(name, dataset)
-        messages = ParquetInput(files, directory / "input").stream(self.spark)
+        messages = (source or ParquetInput(files, directory / "input")).stream(self.spark)
         checkpoint = directory / "checkpoint"
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
         with MemorySampler(self.spark) as memory:
@@ -118,13 +119,15 @@ class SparkRuns:
 
     # -- native Spark ------------------------------------------------------------------
 
-    def native(self, dataset: Dataset, name: str = "native") -> RunResult:
+    def native(self, dataset: Dataset, name: str = "native", source=None) -> RunResult:
+        """``groupBy(key).agg(count, sum)`` over the data set's files or ``source`` (whose
+        values may be text, as Kafka's are)."""
         from pyspark.sql import functions as F
 
         return self._query(
             name, dataset, dataset.files,
-            lambda m: m.groupBy("key").agg(F.count("*").alias("count"), F.sum("value").alias("sum")),
-            "update",
+            lambda m: m.groupBy("key").agg(F.count("*").alias("count"), F.sum(F.col("value").cast("long")).alias("sum")),
+            "update", source,
         )
 
     def native_window(self, dataset: Dataset) -> RunResult:
@@ -156,12 +159,15 @@ class SparkRuns:
 
     # -- this project ------------------------------------------------------------------
 
-    def job(self, name: str, dataset: Dataset, task: PersistentTask, files: int | None = None) -> Job:
-        """A job of ``task`` over ``dataset`` (its first ``files`` files) in a fresh directory."""
+    def job(self, name: str, dataset: Dataset, task: PersistentTask, files: int | None = None,
+            source=None, watermark_delay_ms: int = 0) -> Job:
+        """A job of ``task`` over ``dataset`` (its first ``files`` files), or over ``source``,
+        in a fresh directory."""
         directory = self._directory(name, dataset)
         return Job(
             task=task,
-            source=ParquetInput(dataset.first_files(files) if files else dataset.files, directory / "input"),
+            source=source or ParquetInput(dataset.first_files(files) if files else dataset.files, directory / "input"),
+            watermark_delay_ms=watermark_delay_ms,
             sink=NoopSink(),
             checkpoint_dir=str(directory / "checkpoint"),
             checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS,
@@ -188,9 +194,14 @@ class SparkRuns:
     def per_message(self, dataset: Dataset) -> RunResult:
         return self.run_job("per-message", dataset, self.job("per-message", dataset, CountSumPerMessage()))
 
-    def vectorized(self, dataset: Dataset, name: str = "vectorized", checkpoints: bool = True) -> tuple[RunResult, Job]:
-        """The vectorized task, with or without its checkpoints and clock."""
-        job = self.job(name, dataset, CountSumVectorized())
+    def vectorized(self, dataset: Dataset, name: str = "vectorized", checkpoints: bool = True,
+                   source=None) -> tuple[RunResult, Job]:
+        """The vectorized task, with or without its checkpoints and clock, over the data
+        set's files or ``source``. A source of several partitions is read at slightly
+        different event times in each: a micro-batch's span of event time is allowed as
+        the watermark's delay, so that no event is late."""
+        job = self.job(name, dataset, CountSumVectorized(), source=source,
+                       watermark_delay_ms=BATCH_SPAN_MS if source else 0)
         return self.run_job(name, dataset, job, checkpoints), job
 
     def window(self, dataset: Dataset) -> RunResult:

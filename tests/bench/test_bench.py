@@ -1,4 +1,5 @@
-"""The benchmark's pure-Python parts: generated input, batch statistics, the table."""
+"""The benchmark's pure-Python parts: generated input, its copy in a Kafka topic (on the
+real broker), batch statistics, the table."""
 
 from __future__ import annotations
 
@@ -37,6 +38,33 @@ def test_generated_files_hold_the_events_in_time_order_one_batch_each(tmp_path):
     assert [os.path.getmtime(p) for p in dataset.files] == sorted(os.path.getmtime(p) for p in dataset.files)
     keys = set(np.concatenate([t.column("key").to_numpy(zero_copy_only=False) for t in tables]))
     assert keys <= {f"k{i}" for i in range(50)} and len(keys) == 50
+
+
+def test_a_topic_holds_every_event_once_in_event_time_order_in_each_partition(tmp_path, kafka_broker):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from bench.kafka import PARTITIONS, write_topic
+
+    dataset = generate(tmp_path, "uniform", 20, 1_500, 500)
+    topic = write_topic(kafka_broker.bootstrap, dataset)
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "bench-test",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        read = []
+        while len(read) < 1_500 and (records := consumer.consume(1_000, timeout=10)):
+            read += records
+    finally:
+        consumer.close()
+    by_partition = {}
+    for r in read:
+        by_partition.setdefault(r.partition(), []).append(r.timestamp()[1])
+    assert sorted(by_partition) == list(range(PARTITIONS))
+    assert all(times == sorted(times) for times in by_partition.values())
+    events = sorted((r.key().decode(), r.timestamp()[1], int(r.value())) for r in read)
+    tables = [pq.read_table(path) for path in dataset.files]
+    expected = sorted(e for t in tables for e in zip(*(t.column(c).to_pylist() for c in ("key", "timestamp", "value"))))
+    assert events == expected
 
 
 def test_skewed_keys_concentrate_on_few_keys(tmp_path):
