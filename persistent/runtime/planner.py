@@ -130,15 +130,16 @@ class Plan:
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it; with ``Job.metrics_port``,
         first serves the metrics (until ``RunningJob.stop``)."""
-        metrics = None
+        metrics, closing = None, []
         if self.job.metrics_port is not None:
             metrics = JobMetrics(self.job.metrics_port, spark.sparkContext.appName)
+            closing.append(metrics)
             stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
         try:
-            return self._start(spark, available_now, trigger_ms, metrics)
+            return self._start(spark, available_now, trigger_ms, metrics, closing)
         except BaseException:
-            if metrics:
-                metrics.close()
+            for each in closing:
+                each.close()
             raise
 
     def run(self, spark, available_now: bool = True) -> RunningJob:
@@ -158,7 +159,9 @@ class Plan:
             running.stop()
         return running
 
-    def _start(self, spark, available_now: bool, trigger_ms: int | None, metrics: JobMetrics | None) -> RunningJob:
+    def _start(self, spark, available_now: bool, trigger_ms: int | None, metrics: JobMetrics | None,
+               closing: list) -> RunningJob:
+        """Starts the query; ``closing`` gathers what the job holds open until it stops."""
         job = self.job
         _ship_by_value(type(job.task))
         directory = JobDirectory(self._filesystem(spark), job.checkpoint_dir)
@@ -186,6 +189,8 @@ class Plan:
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
         rewind_positions = job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source) else None
+        if rewind_positions is not None:
+            closing.append(rewind_positions)
         commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
                         self.checkpoints, listeners, rewind_positions=rewind_positions)
         name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
@@ -210,7 +215,7 @@ class Plan:
         finally:
             for name, value in previous.items():
                 spark.conf.set(name, value)
-        return RunningJob(query, recovery, directory, metrics)
+        return RunningJob(query, recovery, directory, tuple(closing))
 
     def _filesystem(self, spark) -> FileSystem:
         """The driver's file system for the job directory: the one the executors use
@@ -417,14 +422,15 @@ class RunningJob:
     query: object
     recovery: Recovery
     directory: JobDirectory
-    #: Serves the job's metrics (``Job.metrics_port``) until ``stop``.
-    metrics: JobMetrics | None = None
+    #: What the job holds open until ``stop`` closes it: the metrics server
+    #: (``Job.metrics_port``), the source's offset lookups (``Source.rewind_positions``).
+    closing: tuple = ()
 
     def stop(self) -> None:
-        """Stops the query, and the metrics server."""
+        """Stops the query, then closes what the job held open."""
         self.query.stop()
-        if self.metrics:
-            self.metrics.close()
+        for each in self.closing:
+            each.close()
 
     def show_progress(self, bar: ProgressBar) -> None:
         """Waits until the query ends, updating ``bar`` from Spark's progress reports."""

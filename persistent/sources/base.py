@@ -96,7 +96,8 @@ class Source(ABC):
         is now (JSON-ready: topic, then partition, then offset), for a source whose
         input may be deleted under it (Kafka's retention); the driver records it before
         the clock reaches ``clock_ms``, and ``check`` compares it with the input on a
-        restart from the clock. None for a source that needs no record."""
+        restart from the clock; ``positions.close()`` releases what it holds when the
+        job stops. None for a source that needs no record."""
         return None
 
     def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:

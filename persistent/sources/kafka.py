@@ -108,25 +108,12 @@ class KafkaSource(Source):
         return messages(records)
 
 
-    def rewind_positions(self):
+    def rewind_positions(self) -> _RewindLookups:
         """``positions(clock_ms)``: each partition's first offset with a timestamp at or
         after ``clock_ms``, or its end offset when it has none, by topic and partition.
         Its consumer is made now, when the job starts: a missing client fails it before
         anything runs."""
-        consumer = self._consumer()
-        from confluent_kafka import TopicPartition
-
-        def positions(clock_ms: int) -> dict[str, dict[str, int]]:
-            wanted = [TopicPartition(topic, partition, clock_ms) for topic, partition in self._partitions(consumer)]
-            found: dict[str, dict[str, int]] = {}
-            for each in consumer.offsets_for_times(wanted, timeout=_LOOKUP_TIMEOUT_S):
-                offset = each.offset
-                if offset < 0:  # no record at or after the time: a rewind starts at the end
-                    offset = consumer.get_watermark_offsets(each, timeout=_LOOKUP_TIMEOUT_S)[1]
-                found.setdefault(each.topic, {})[str(each.partition)] = offset
-            return found
-
-        return positions
+        return _RewindLookups(self, self._consumer())
 
     def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
         """Refuses a restart from the clock ``start_ms`` when retention deleted records the
@@ -182,6 +169,30 @@ class KafkaSource(Source):
                 raise InputError(f"kafka source: topic {topic} on {self.bootstrap_servers}: {listed.error}")
             pairs += [(topic, partition) for partition in sorted(listed.partitions)]
         return pairs
+
+
+class _RewindLookups:
+    """``KafkaSource.rewind_positions``: offset lookups on one consumer of the driver,
+    closed when the job stops."""
+
+    def __init__(self, source: KafkaSource, consumer):
+        self.source, self.consumer = source, consumer
+
+    def __call__(self, clock_ms: int) -> dict[str, dict[str, int]]:
+        from confluent_kafka import TopicPartition
+
+        consumer = self.consumer
+        wanted = [TopicPartition(topic, partition, clock_ms) for topic, partition in self.source._partitions(consumer)]
+        found: dict[str, dict[str, int]] = {}
+        for each in consumer.offsets_for_times(wanted, timeout=_LOOKUP_TIMEOUT_S):
+            offset = each.offset
+            if offset < 0:  # no record at or after the time: a rewind starts at the end
+                offset = consumer.get_watermark_offsets(each, timeout=_LOOKUP_TIMEOUT_S)[1]
+            found.setdefault(each.topic, {})[str(each.partition)] = offset
+        return found
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def messages(records):

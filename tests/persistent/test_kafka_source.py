@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import glob
 import os
+from contextlib import closing
 
 import pyspark
 import pytest
 
 from kafka_topics import Topic, spread
 from persistent.core.errors import ConfigError, InputError
+from persistent.runtime.planner import RunningJob
 from persistent.sources.kafka import KAFKA_PACKAGE, KafkaSource
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import RewindPositions
@@ -71,19 +73,20 @@ def test_a_rewind_starts_at_each_partitions_first_record_at_or_after_the_clock_o
     # Partition 0: times 10, 40, 70, ...; partition 1: 20, 50, ...; partition 2: 30, 60, ...
     # Out of order in partition 0 after that: a record at 5 behind one at 1,000.
     topic.write(spread(10, 30, 10) + [(0, "late", 1_000), (0, "early", 5)])
-    positions = KafkaSource(kafka_broker.bootstrap, topic.name).rewind_positions()
-    assert positions(1) == {topic.name: {"0": 0, "1": 0, "2": 0}}
-    assert positions(45) == {topic.name: {"0": 2, "1": 1, "2": 1}}
-    assert positions(300) == {topic.name: {"0": 10, "1": 10, "2": 9}}  # the end of 1
-    assert positions(1_000) == {topic.name: {"0": 10, "1": 10, "2": 10}}
-    assert positions(1_001) == {topic.name: {"0": 12, "1": 10, "2": 10}}
+    with closing(KafkaSource(kafka_broker.bootstrap, topic.name).rewind_positions()) as positions:
+        assert positions(1) == {topic.name: {"0": 0, "1": 0, "2": 0}}
+        assert positions(45) == {topic.name: {"0": 2, "1": 1, "2": 1}}
+        assert positions(300) == {topic.name: {"0": 10, "1": 10, "2": 9}}  # the end of 1
+        assert positions(1_000) == {topic.name: {"0": 10, "1": 10, "2": 10}}
+        assert positions(1_001) == {topic.name: {"0": 12, "1": 10, "2": 10}}
 
 
 def test_a_restart_from_a_clock_whose_records_retention_deleted_is_refused_naming_them(kafka_broker, tmp_path):
     topic = Topic(kafka_broker.bootstrap)
     topic.write(spread(1, 60, 10))
     source, job = KafkaSource(kafka_broker.bootstrap, topic.name), JobStorage(str(tmp_path / "job"))
-    job.directory().record_rewind_positions(RewindPositions(301, source.rewind_positions()(301)))
+    with closing(source.rewind_positions()) as positions:
+        job.directory().record_rewind_positions(RewindPositions(301, positions(301)))
     assert job.directory().read_rewind_positions(301).offsets == {topic.name: {"0": 10, "1": 10, "2": 10}}
 
     topic.delete_before(1, 10)  # what the rewind needs still there
@@ -96,3 +99,19 @@ def test_a_restart_from_a_clock_whose_records_retention_deleted_is_refused_namin
             f"topic {topic.name} partition 0 offsets 10 to 10; topic {topic.name} partition 2 offsets 10 to 12")):
         source.check(301, job)
     source.check(600, job)  # a clock with nothing recorded (an earlier version's) is not checked
+
+
+def test_the_rewind_lookups_release_their_consumer_when_the_job_stops(kafka_broker):
+    topic = Topic(kafka_broker.bootstrap)
+    topic.write(spread(10, 3, 10))
+    positions = KafkaSource(kafka_broker.bootstrap, topic.name).rewind_positions()
+    stopped = []
+
+    class Query:
+        def stop(self):
+            stopped.append("query")
+
+    RunningJob(Query(), recovery=None, directory=None, closing=(positions,)).stop()
+    assert stopped == ["query"]
+    with pytest.raises(RuntimeError, match="[Cc]losed"):
+        positions(1)
