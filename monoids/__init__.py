@@ -1,27 +1,19 @@
 """Monoids and groups: the algebra of persistent state (depends on nothing of ours)."""
 
-from monoids.base import (
-    EncodingError,
-    FixedWidth,
-    Group,
-    Monoid,
-    MonoidError,
-    MonoidTypeError,
-    MonoidValueError,
-    from_identity,
-    json_text,
-    object_column,
-)
+from monoids.base import Group, Monoid
 from monoids.collections import First, Last, MapMonoid, Product, Timestamped
+from monoids.columns import object_column
+from monoids.errors import EncodingError, MonoidError, MonoidTypeError, MonoidValueError
 from monoids.laws import check_laws, check_monoid_laws
 from monoids.numeric import ABS_TOL, REL_TOL, Count, Max, Min, Sum
+from monoids.presentation import json_text
+from monoids.registry import from_identity
 from monoids.sketches import CountMin, HyperLogLog, Quantiles, TopK
 from monoids.stats import Averaged, AveragedValue, Moments, MomentsValue
 
 __all__ = [
     "Monoid",
     "Group",
-    "FixedWidth",
     "object_column",
     "json_text",
     "from_identity",

@@ -19,7 +19,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from monoids.base import EncodingError, Monoid, MonoidTypeError, MonoidValueError, from_identity, object_column
+from monoids.base import EncodingError, Monoid, MonoidTypeError, MonoidValueError
+from monoids.columns import object_column
+from monoids.registry import from_identity
 
 __all__ = ["Product", "MapMonoid", "Timestamped", "First", "Last"]
 
@@ -336,9 +338,6 @@ class _ByTimestamp(Monoid[Timestamped | None]):
 
     def present(self, value: Timestamped | None) -> Item | None:
         return None if value is None else value.item
-
-    def fold(self, column: np.ndarray) -> Timestamped | None:
-        return self.reduce_by_key(np.zeros(len(column), dtype=np.intp), 1, column)[0]
 
     def reduce_by_key(self, codes: np.ndarray, n: int, column: np.ndarray) -> np.ndarray:
         # Sorting the rows by (key, timestamp, row) puts each key's winner first (First:

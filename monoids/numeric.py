@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from monoids.base import FixedWidth, Group, Monoid, MonoidTypeError, MonoidValueError
+from monoids.base import Group, Monoid, MonoidTypeError, MonoidValueError
 
 __all__ = ["Sum", "Count", "Max", "Min", "REL_TOL", "ABS_TOL"]
 
@@ -75,8 +75,10 @@ def _number_dtype(kind: type) -> np.dtype:
         raise MonoidTypeError(f"numeric monoids take int or float, not {kind!r}") from None
 
 
-class _Numeric(FixedWidth):
-    """Shared column code for monoids whose values are 64-bit numbers."""
+class _Numeric(Monoid):
+    """Shared column code for monoids whose values are 64-bit numbers (``dtype`` by ``kind``)."""
+
+    dtype = result_dtype = _KINDS[int]
 
     def __init__(self, kind: type = int):
         self.kind = kind
@@ -119,9 +121,6 @@ class _Numeric(FixedWidth):
                 raise MonoidValueError(f"{self!r} cannot take NaN (row {row}{at})")
             return values
         return np.array([self.validate(v, where) for v in values], dtype=self.dtype)
-
-    def values(self, column: np.ndarray) -> list:
-        return column.tolist()
 
 
 class Sum(_Numeric, Group):

@@ -37,7 +37,8 @@ from typing import Any, ClassVar
 import datasketches
 import numpy as np
 
-from monoids.base import EncodingError, Monoid, MonoidTypeError, MonoidValueError, object_column
+from monoids.base import EncodingError, Monoid, MonoidTypeError, MonoidValueError
+from monoids.columns import object_column
 from monoids.collections import Item, check_item
 
 __all__ = ["HyperLogLog", "CountMin", "TopK", "Quantiles"]

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from monoids.base import FixedWidth, Group, MonoidTypeError, MonoidValueError
+from monoids.base import Group, Monoid, MonoidTypeError, MonoidValueError
 from monoids.numeric import ABS_TOL, REL_TOL, add_int64, checked_int, close, int64_sums
 
 __all__ = ["AveragedValue", "Averaged", "MomentsValue", "Moments"]
@@ -66,7 +66,7 @@ def _at(where: str) -> str:
     return f" at {where}" if where else ""
 
 
-class _Record(FixedWidth):
+class _Record(Monoid):
     """Values are ``record`` dataclasses; ``dtype`` has a ``count`` field plus float fields.
 
     ``present`` is ``<_presented field> / count`` (NaN for count 0).

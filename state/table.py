@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from monoids.base import Monoid, MonoidError, from_identity
+from monoids import Monoid, MonoidError, from_identity
 from state import codec
 from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms

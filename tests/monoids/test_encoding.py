@@ -151,6 +151,44 @@ def test_numeric_and_record_columns_encode_as_raw_big_endian_records():
     assert len(Averaged().encode_column(averaged)) == HEADER_SIZE + 8 + 2 * 16
 
 
+class Span(Monoid):
+    """(low, high) of readings, written as algebra and a record ``dtype`` only: no codec code."""
+
+    name = "test-span"
+    dtype = np.dtype([("low", "f8"), ("high", "i8")])
+
+    def zero(self):
+        return (np.inf, np.iinfo(np.int64).min)
+
+    def plus(self, a, b):
+        return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def test_a_monoid_with_a_fixed_width_dtype_encodes_its_values_as_records():
+    span = Span()
+    assert span.decode(span.encode((1.5, 7))) == (1.5, 7)
+    assert span.encode((1.5, 7))[HEADER_SIZE:] == np.array([(1.5, 7)], span.dtype.newbyteorder(">")).tobytes()
+    column = span.column([(1.5, 7), span.zero()])
+    payload = span.encode_column(column)[HEADER_SIZE:]
+    assert payload[:8] == (2).to_bytes(8, "big") and len(payload) == 8 + 2 * 16
+    assert span.values(span.decode_column(span.encode_column(column))) == [(1.5, 7), span.zero()]
+
+
+def test_a_monoid_of_object_values_without_a_codec_fails_where_it_is_defined():
+    with pytest.raises(TypeError, match=r"\.Words has no codec: its values are objects \(dtype object\); "
+                       "give it a fixed-width dtype, or _encode_payload and _decode_payload"):
+        class Words(Monoid):
+            name = "test-words"
+
+            def zero(self):
+                return ()
+
+            def plus(self, a, b):
+                return a + b
+    with pytest.raises(EncodingError, match="no monoid named 'test-words'"):
+        from_identity({"name": "test-words", "version": 1, "params": {}})
+
+
 def test_product_columns_encode_as_one_column_per_component():
     product = Product(Sum(), Max(float))
     data = product.encode_column(product.column([(1, 2.0), (3, 4.0)]))
