@@ -16,14 +16,22 @@ import sys
 
 import pytest
 
+from jvm_servers import spark_class_archive
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
 sys.path.insert(0, EXAMPLES)  # the tests import the examples' jobs and helpers
 
 
-#: JVM options of the tests' Spark applications: only the JIT's first tier. The tests'
-#: JVMs live for seconds on small data, where the optimizing compiler's work never pays
-#: off: it took about 45 % of a crash-test run's CPU time.
+#: JVM options of the tests' Spark applications: only the JIT's first tier, and the
+#: classes of an earlier run mapped from an archive. The tests' JVMs live for seconds on
+#: small data, where the optimizing compiler's work never pays off: it took about 45 % of
+#: a crash-test run's CPU time.
 TEST_JVM = "-XX:TieredStopAtLevel=1"
+
+#: The class data sharing archive ``make test`` recorded (``jvm_servers.spark_class_archive``).
+ARCHIVE = spark_class_archive()
+if ARCHIVE is not None:
+    TEST_JVM += f" -XX:SharedArchiveFile={ARCHIVE}"
 
 #: Hadoop's HDFS client first asks again for a file's completion after 400 ms, each time
 #: it closes a file Spark wrote, where the test cluster's DataNode has reported the
@@ -40,7 +48,7 @@ def test_jvm_options():
     ones as settings; executors of ``local-cluster`` masters get ``TEST_JVM`` as
     ``spark.executor.extraJavaOptions``."""
     options = (f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM} -Dspark.ui.enabled=false "
-               f"-Dspark.executor.extraJavaOptions={TEST_JVM} {HDFS_CLIENT}").strip()
+               f"'-Dspark.executor.extraJavaOptions={TEST_JVM}' {HDFS_CLIENT}").strip()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPARK_SUBMIT_OPTS", options)
         yield
