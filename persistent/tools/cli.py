@@ -310,14 +310,17 @@ _NO_SPARK_SUBMIT = '#!/bin/sh\n: > "$0.called"\nexit 1\n'
 
 def _run_until_spark(app: str, app_args: list[str], environment: dict[str, str]) -> int | None:
     """Runs the application as spark-submit would, with a Spark home whose spark-submit
-    starts nothing: None once it got as far as starting Spark, else its exit status (it
-    printed its help, or refused its arguments), its output passed on."""
+    starts nothing: None once it got as far as starting Spark (or where no such home can
+    be made), else its exit status (it printed its help, or refused its arguments), its
+    output passed on."""
     with tempfile.TemporaryDirectory(prefix="persistent-run-") as home:
         no_spark = os.path.join(home, "bin", "spark-submit")
         os.mkdir(os.path.dirname(no_spark))
         with open(no_spark, "w") as f:
             f.write(_NO_SPARK_SUBMIT)
         os.chmod(no_spark, 0o755)
+        if not os.access(no_spark, os.X_OK):  # a temporary directory mounted noexec
+            return None
         first = {key: value for key, value in environment.items() if key != "PYSPARK_GATEWAY_PORT"}
         python = environment.get("PYSPARK_DRIVER_PYTHON") or environment["PYSPARK_PYTHON"]
         done = subprocess.run([python, app, *app_args], env={**first, "SPARK_HOME": home},
