@@ -3,7 +3,6 @@
     parser = argparse.ArgumentParser()
     parser.add_argument("--input", ...)            # the application's own options
     add_job_options(parser)
-    args = parser.parse_args()
 
     def build_job(args):
         return Job(task=..., source=..., **job_settings(args, table="counts", key_column="key", value_column="count"))
