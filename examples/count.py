@@ -21,7 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Count  # noqa: E402
 from persistent import FilesSource, GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, add_kafka_options, job_settings, kafka_source, run  # noqa: E402
+from persistent.tools.options import (  # noqa: E402
+    add_job_options,
+    add_kafka_options,
+    job_settings,
+    kafka_source,
+    run_app,
+)
 from state import NonWindowState  # noqa: E402
 
 
@@ -36,7 +42,11 @@ class MessageCount(PersistentTask):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Without --input or --kafka the messages are the generator's: message i (from 0) has key "
+               "k{i % keys}, value i and event time i + 1 ms; --rows-per-batch messages make a micro-batch.",
+    )
     p.add_argument("--input", help="directory of files with key and timestamp fields (default: the generator)")
     p.add_argument("--input-format", choices=["jsonl", "parquet"], default="jsonl", help="format of --input files")
     p.add_argument("--keys", type=int, default=100, help="generator: number of keys")
@@ -64,9 +74,7 @@ def build_job(args) -> Job:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    run(build_job(args), args, "count")
-    return 0
+    return run_app(parser(), build_job, "count", argv)
 
 
 if __name__ == "__main__":

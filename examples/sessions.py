@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Count  # noqa: E402
 from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run_app  # noqa: E402
 from state import SessionWindow, WindowState  # noqa: E402
 
 
@@ -63,7 +63,12 @@ def with_quiet_periods(period_ms: int):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="The generator's message i (from 0) is a click of user u{i % users} at (i + 1) * step-ms ms; a user "
+               "is quiet (its clicks are dropped) in every fifth period of period-ms, at a phase of its own, so its "
+               "clicks form sessions that end gap-ms after their last click.",
+    )
     p.add_argument("--users", type=int, default=4, help="number of users")
     p.add_argument("--total", type=int, default=20_000, help="number of generated clicks (before quiet periods)")
     p.add_argument("--step-ms", type=int, default=1, help="event time between two generated clicks")
@@ -85,9 +90,7 @@ def build_job(args) -> Job:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    run(build_job(args), args, "sessions")
-    return 0
+    return run_app(parser(), build_job, "sessions", argv)
 
 
 if __name__ == "__main__":

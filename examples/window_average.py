@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from monoids import Averaged  # noqa: E402
 from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run_app  # noqa: E402
 from state import Window, WindowState  # noqa: E402
 
 
@@ -38,7 +38,11 @@ class WindowAverage(PersistentTask):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="The generator's message i (from 0) has key k{i % keys}, value i and event time (i + 1) * step-ms "
+               "ms; each window of window-ms, every slide-ms, averages the values of its key.",
+    )
     p.add_argument("--keys", type=int, default=4, help="number of keys")
     p.add_argument("--total", type=int, default=20_000, help="number of generated messages")
     p.add_argument("--step-ms", type=int, default=1, help="event time between two generated messages")
@@ -59,9 +63,7 @@ def build_job(args) -> Job:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    run(build_job(args), args, "window-average")
-    return 0
+    return run_app(parser(), build_job, "window-average", argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,13 @@ import numpy as np  # noqa: E402
 from monoids import Count  # noqa: E402
 from persistent import FilesSource, Job, PersistentTask  # noqa: E402
 from persistent.core.errors import ConfigError  # noqa: E402
-from persistent.tools.options import add_job_options, add_kafka_options, job_settings, kafka_source, run  # noqa: E402
+from persistent.tools.options import (  # noqa: E402
+    add_job_options,
+    add_kafka_options,
+    job_settings,
+    kafka_source,
+    run_app,
+)
 from state import NonWindowState  # noqa: E402
 
 
@@ -76,9 +82,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    run(build_job(args), args, "wordcount")
-    return 0
+    return run_app(parser(), build_job, "wordcount", argv)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,7 @@ Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming
 
 import importlib
 
-from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 from persistent.core.errors import PersistentError
-from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
-from persistent.runtime.keygroup import KeyGroup
-from persistent.storage.files_log import InputFileChangedError
 
 __all__ = [
     "PersistentError",
@@ -42,9 +38,20 @@ __all__ = [
 ]
 
 
-# Where each Spark-side name lives: they import pyspark (or a database client), so
-# `import persistent` stays light for pure-Python use.
+# Where each name lives: they import pandas, pyspark or a database client, so
+# `import persistent` stays light (the `persistent` command's help answers at once).
 _LAZY = {
+    "PersistentTask": "persistent.core.task",
+    "KeyState": "persistent.core.task",
+    "Message": "persistent.core.task",
+    "TaskDefinitionError": "persistent.core.task",
+    "KeyGroup": "persistent.runtime.keygroup",
+    "BadRecords": "persistent.core.badrecords",
+    "LateRecords": "persistent.core.badrecords",
+    "BadRecord": "persistent.core.badrecords",
+    "BadRecordError": "persistent.core.badrecords",
+    "DeadLetters": "persistent.core.badrecords",
+    "InputFileChangedError": "persistent.storage.files_log",
     "Job": "persistent.runtime.job",
     "RunningJob": "persistent.runtime.planner",
     "BatchProgress": "persistent.storage.job_directory",

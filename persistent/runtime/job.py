@@ -17,6 +17,7 @@ from persistent.core.badrecords import BadRecords, DeadLetters, LateRecords
 from persistent.core.errors import ConfigError
 from persistent.core.task import PersistentTask
 from persistent.runtime.delivery import Delivery
+from persistent.runtime.metrics import DEFAULT_HOST
 from persistent.runtime.planner import Plan, RunningJob
 from persistent.runtime.progress import stderr
 from persistent.sinks.base import Sink
@@ -87,6 +88,9 @@ class Job:
     #: A port of the driver to serve the job's metrics on, for Prometheus (``persistent.runtime.metrics``,
     #: the ``metrics`` extra): ``http://DRIVER:PORT/metrics``, from the start until the job stops.
     metrics_port: int | None = None
+    #: The driver's address the metrics are served on: the loopback interface by default,
+    #: ``"0.0.0.0"`` for every interface (docs/deploy.md#metrics).
+    metrics_host: str = DEFAULT_HOST
     #: The job as the planner runs it (``Plan.of``), made with the job: making it checks
     #: the settings that need more than their own value.
     plan: Plan = field(init=False, repr=False, compare=False)

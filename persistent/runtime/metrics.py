@@ -1,12 +1,14 @@
 """A running job's figures per micro-batch, served to Prometheus.
 
 ``Job(metrics_port=PORT)`` (the examples' ``--metrics-port``) starts ``JobMetrics`` on
-the driver: an HTTP server that answers ``GET /metrics`` on ``PORT`` of every
-interface, from a registry of the job's own (two jobs in one process do not share
-figures). After each committed micro-batch the driver publishes the batch's
-``BatchProgress``, the record ``persistent status`` reads from the job directory:
-gauges hold the last micro-batch's figures, counters the totals since the job
-started. Every metric carries the label ``app``, the Spark application's name.
+the driver: an HTTP server that answers ``GET /metrics`` on ``PORT`` of
+``Job.metrics_host`` (the loopback interface unless told otherwise), from a registry
+of the job's own (two jobs in one process do not share figures). From the start it
+serves the job's settings (``persistent_job_info``) and zeros; after each committed
+micro-batch the driver publishes the batch's ``BatchProgress``, the record
+``persistent status`` reads from the job directory: gauges hold the last micro-batch's
+figures, counters the totals since the job started. Every metric carries the label
+``app``, the Spark application's name.
 
 Times are Prometheus' base unit, seconds: event times (the watermark, the clock) in
 seconds since the epoch, so ``time() - persistent_clock_seconds`` is the clock's
@@ -19,10 +21,36 @@ imported only when a job asks for a port.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from persistent.core.errors import SetupError
 from persistent.storage.job_directory import BatchProgress
 
-__all__ = ["JobMetrics", "GAUGES", "COUNTERS"]
+if TYPE_CHECKING:  # the job module imports the planner, which imports this one
+    from persistent.runtime.job import Job
+
+__all__ = ["JobMetrics", "GAUGES", "COUNTERS", "TIMES", "INFO", "DEFAULT_HOST", "MetricsClientMissing",
+           "prometheus_client"]
+
+#: Where a job serves its metrics unless told otherwise: this host only.
+DEFAULT_HOST = "127.0.0.1"
+
+
+class MetricsClientMissing(SetupError, ImportError):
+    """A job asks for metrics and ``prometheus_client`` is not installed."""
+
+
+def prometheus_client(port: int):
+    """The ``prometheus_client`` module, or ``MetricsClientMissing`` naming the extra
+    that installs it (``port``: the port asked for, for the message)."""
+    try:
+        import prometheus_client as client
+    except ImportError:
+        raise MetricsClientMissing(
+            f"metrics port {port} needs prometheus_client, which is not installed: "
+            "pip install 'persistent-state[metrics]'"
+        ) from None
+    return client
 
 #: What a metric takes of a micro-batch's progress record; None where the record lacks it.
 Figure = Callable[["BatchProgress"], "float | None"]
@@ -64,6 +92,11 @@ GAUGES: tuple[tuple[str, str, Figure], ...] = (
      "since the epoch.", lambda p: _seconds(p.finished_at_ms)),
 )
 
+#: Gauges of times, served from the first micro-batch that has them on; the others
+#: are served from the start, at 0 (a time of 0 would read as 1970).
+TIMES = frozenset({"persistent_watermark_seconds", "persistent_clock_seconds", "persistent_clock_lag_seconds",
+                   "persistent_last_commit_timestamp_seconds"})
+
 #: Totals since the job started: ``(name, help, figure of one micro-batch's progress)``;
 #: Prometheus' client adds the suffix ``_total``.
 COUNTERS: tuple[tuple[str, str, Figure], ...] = (
@@ -78,24 +111,52 @@ COUNTERS: tuple[tuple[str, str, Figure], ...] = (
 )
 
 
-class JobMetrics:
-    """Serves one job's metrics on ``address:port`` (``/metrics``) until ``close``."""
+#: The job's settings, served from the start with the value 1 as ``persistent_job_info``
+#: (Prometheus' client adds the suffix ``_info``).
+INFO = "persistent_job"
 
-    def __init__(self, port: int, app: str, address: str = "0.0.0.0"):
-        try:
-            import prometheus_client as prometheus
-        except ImportError as exc:
-            raise ImportError(
-                f"Job: metrics_port {port} needs prometheus_client, which is not installed: "
-                "pip install 'persistent-state[metrics]'"
-            ) from exc
+
+def _settings(job: Job) -> dict[str, str]:
+    """The settings of ``job`` that ``persistent_job_info`` serves: its task, source and
+    sink by class (a sink's URI may hold a password), its job directory, delivery,
+    checkpoint interval, watermark delay, key groups and record handling."""
+    return {
+        "task": type(job.task).__name__,
+        "source": type(job.source).__name__,
+        "sink": type(job.sink).__name__,
+        "checkpoint_dir": job.checkpoint_dir,
+        "delivery": job.plan.delivery.value,
+        "checkpoint_interval_ms": str(job.checkpoint_interval_ms),
+        "watermark_delay_ms": str(job.watermark_delay_ms),
+        "key_groups": "as the job directory has them" if job.key_groups is None else str(job.key_groups),
+        "bad_records": job.plan.bad_records.value,
+        "late_records": job.plan.late_records.value,
+    }
+
+
+class JobMetrics:
+    """Serves one job's metrics on ``address:port`` (``/metrics``) until ``close``;
+    ``settings`` are served from the start as ``persistent_job_info``."""
+
+    @classmethod
+    def of(cls, job: Job, app: str) -> JobMetrics:
+        """The metrics of ``job`` (``Job.metrics_port`` on ``Job.metrics_host``), with its settings."""
+        return cls(job.metrics_port, app, job.metrics_host, _settings(job))
+
+    def __init__(self, port: int, app: str, address: str = DEFAULT_HOST, settings: dict[str, str] | None = None):
+        prometheus = prometheus_client(port)
         registry = prometheus.CollectorRegistry()
         self.app = app
-        # A gauge is served from its first value on; a counter from the start, at 0.
         self._gauges = [(prometheus.Gauge(name, text, ["app"], registry=registry), figure)
                         for name, text, figure in GAUGES]
+        for (gauge, _), (name, _, _) in zip(self._gauges, GAUGES):
+            if name not in TIMES:
+                gauge.labels(app=app)  # served from now on, at 0
         self._counters = [(prometheus.Counter(name, text, ["app"], registry=registry).labels(app=app), figure)
                           for name, text, figure in COUNTERS]
+        if settings is not None:
+            prometheus.Info(INFO, "The job's settings.", ["app"], registry=registry).labels(
+                app=app).info(settings)
         try:
             self._server, self._thread = prometheus.start_http_server(port, address, registry)
         except OSError as exc:

@@ -132,7 +132,7 @@ class Plan:
         first serves the metrics (until ``RunningJob.stop``)."""
         metrics, closing = None, []
         if self.job.metrics_port is not None:
-            metrics = JobMetrics(self.job.metrics_port, spark.sparkContext.appName)
+            metrics = JobMetrics.of(self.job, spark.sparkContext.appName)
             closing.append(metrics)
             stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
         try:

@@ -3,7 +3,9 @@ available-now run reads a bounded input.
 
 The bar follows Spark's own offsets: each micro-batch's end offset says how far the
 source has read, and the source's ``backlog`` says where the input ends
-(``Source.backlog``). Pure Python: the runtime feeds it the offsets.
+(``Source.backlog``). Its rate and time left count only micro-batches that finished
+after the first one: what the first one read took Spark's start-up as well. Pure
+Python: the runtime feeds it the offsets.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ stderr = Terminal()
 
 class ProgressBar:
     """``[#########.....................] 3/10 files  30%  1.5 files/s  5 s left``: how
-    far an available-now run has read its ``Backlog``."""
+    far an available-now run has read its ``Backlog``; the rate (and so the time left)
+    from the second micro-batch that read something on, over the micro-batches since
+    the first (``clock`` gives the time in seconds)."""
 
     WIDTH = 30
 
@@ -77,7 +81,9 @@ class ProgressBar:
         self.backlog = backlog
         self.terminal = terminal
         self.clock = clock
-        self.started = clock()
+        # When the first micro-batch that read something was shown, and how far it read:
+        # the rate counts from there.
+        self.first: tuple[float, int] | None = None
         # A restarted query (recovery path A) begins where Spark's checkpoint says:
         # its first micro-batch's start offset.
         self.begin: int | None = None
@@ -96,6 +102,8 @@ class ProgressBar:
         # Input that arrived after the run started and before Spark fixed its target.
         self.end = max(self.end, position)
         self.done = position - self.begin
+        if self.first is None:
+            self.first = (self.clock(), self.done)
         self.terminal.bar(self.render())
 
     def render(self) -> str:
@@ -105,9 +113,10 @@ class ProgressBar:
         filled = round(fraction * self.WIDTH)
         unit = self.backlog.unit
         text = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done:,}/{total:,} {unit} {fraction:4.0%}"
-        elapsed = self.clock() - self.started
-        if self.done and elapsed > 0:
-            rate = self.done / elapsed
+        since, done_then = self.first or (0.0, self.done)
+        elapsed = self.clock() - since
+        if self.done > done_then and elapsed > 0:
+            rate = (self.done - done_then) / elapsed
             text += f"  {_rate(rate)} {unit}/s"
             if self.done < total:
                 text += f"  {_duration((total - self.done) / rate)} left"

@@ -6,9 +6,12 @@
     persistent inspect DIR [--at T] [--key K] [--task NAME]   the state in a checkpoint, per key
     persistent rewind DIR --to T              prepare a restart from the earlier checkpoint at T
 
-All but ``run`` read DIR without Spark or a JVM: a local path, a ``file://`` URI or a
-``webhdfs://NAMENODE[:PORT]/PATH`` URI (``persistent.storage.webhdfs``). Errors are one line
-on stderr and a non-zero exit status.
+All but ``run`` read DIR without Spark or a JVM (``persistent.storage.filesystems``): a
+local path, a ``file://``, ``webhdfs://NAMENODE[:PORT]/PATH`` or ``hdfs://NAMENODE[:PORT]/PATH``
+URI (HDFS over HTTP), or an object store's ``s3a://`` (``s3://``) or ``gs://`` URI. Errors
+are one line on stderr and a non-zero exit status; a reader that closes the pipe (``| head``)
+ends a command quietly. The modules a command needs are imported when it runs, so that
+``--help`` answers at once.
 """
 
 from __future__ import annotations
@@ -17,29 +20,25 @@ import argparse
 import datetime
 import importlib
 import os
+import subprocess
 import sys
+import tempfile
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from persistent.core.errors import PersistentError
-from persistent.storage.job_directory import BatchProgress, JobDirectory
-from persistent.tools.environment import EnvironmentProblem, check_java
-from persistent.tools.inspection import (
-    JobDirectoryError,
-    open_job,
-    read_state,
-    rewind,
-    task_names,
-    times_held,
-)
-from persistent.tools.session import DEFAULTS_FILE, LOGGING_FILE
-from state.checkpoint_store import describe_times
-from state.clock_store import ClockRecord
-from state.errors import StateError
+from persistent.core.errors import ConfigError, JobDirectoryError, PersistentError
+from persistent.tools.environment import check_java
+
+if TYPE_CHECKING:
+    from persistent.storage.job_directory import BatchProgress, JobDirectory
+    from state.clock_store import ClockRecord
 
 __all__ = ["main", "parser"]
 
-_DIR_HELP = "the job's checkpoint directory: a local path, file:// or webhdfs://NAMENODE[:PORT]/PATH"
+_DIR_HELP = (
+    "the job's checkpoint directory: a local path, or a file://, webhdfs://NAMENODE[:PORT]/PATH, "
+    "hdfs://NAMENODE[:PORT]/PATH (over WebHDFS), s3a://BUCKET/PATH (s3://) or gs://BUCKET/PATH URI"
+)
 #: spark-submit's options that take no value; every other option takes one.
 _SUBMIT_SWITCHES = {"-h", "--help", "-v", "--verbose", "--version", "--supervise", "--usage-error"}
 
@@ -98,6 +97,8 @@ def _print_clock(record: ClockRecord, now_ms: int, state_bytes: dict[str, int] |
 
 
 def _clock(args: argparse.Namespace) -> int:
+    from persistent.tools.inspection import open_job
+
     directory = open_job(args.checkpoint_dir)
     record = directory.clock.read()
     if record is None:
@@ -111,6 +112,8 @@ def _now_ms() -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from persistent.tools.inspection import open_job
+
     directory = open_job(args.checkpoint_dir)
     now_ms = _now_ms()
     print(f"job directory  {directory.root}")
@@ -190,6 +193,9 @@ def _seconds(seconds: float | None) -> str:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from persistent.tools.inspection import open_job, read_state, task_names, times_held
+    from state.checkpoint_store import describe_times
+
     for module in args.imports:
         _import(module)
     directory = open_job(args.checkpoint_dir)
@@ -247,6 +253,8 @@ def _import(module: str) -> None:
 
 
 def _rewind(args: argparse.Namespace) -> int:
+    from persistent.tools.inspection import open_job, rewind
+
     directory = open_job(args.checkpoint_dir)
     done = rewind(directory, args.to)
     before = f"from {done.from_ms} ms " if done.from_ms is not None else "(it was unreadable) "
@@ -281,6 +289,8 @@ def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
         raise UsageError(f"application {app} does not exist (or is not a file)")
     from pyspark.find_spark_home import _find_spark_home
 
+    from persistent.tools.session import DEFAULTS_FILE, LOGGING_FILE
+
     spark_submit = os.path.join(_find_spark_home(), "bin", "spark-submit")
     defaults = [
         "--properties-file",
@@ -293,9 +303,60 @@ def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return [spark_submit, *defaults, *options, app, *app_args], environment
 
 
-def _run(args: list[str]) -> NoReturn:
+#: The spark-submit of the Spark home an application's first run sees: it notes that it
+#: was called and fails, so that no JVM starts.
+_NO_SPARK_SUBMIT = '#!/bin/sh\n: > "$0.called"\nexit 1\n'
+
+
+def _run_until_spark(app: str, app_args: list[str], environment: dict[str, str]) -> int | None:
+    """Runs the application as spark-submit would, with a Spark home whose spark-submit
+    starts nothing: None once it got as far as starting Spark (or where no such home can
+    be made), else its exit status (it printed its help, or refused its arguments), its
+    output passed on."""
+    with tempfile.TemporaryDirectory(prefix="persistent-run-") as home:
+        no_spark = os.path.join(home, "bin", "spark-submit")
+        os.mkdir(os.path.dirname(no_spark))
+        with open(no_spark, "w") as f:
+            f.write(_NO_SPARK_SUBMIT)
+        os.chmod(no_spark, 0o755)
+        if not os.access(no_spark, os.X_OK):  # a temporary directory mounted noexec
+            return None
+        first = {key: value for key, value in environment.items() if key != "PYSPARK_GATEWAY_PORT"}
+        python = environment.get("PYSPARK_DRIVER_PYTHON") or environment["PYSPARK_PYTHON"]
+        done = subprocess.run([python, app, *app_args], env={**first, "SPARK_HOME": home},
+                              stdin=subprocess.DEVNULL, capture_output=True)
+        if os.path.exists(no_spark + ".called"):
+            return None
+    sys.stdout.buffer.write(done.stdout)
+    sys.stderr.buffer.write(done.stderr)
+    return done.returncode if done.returncode >= 0 else 1
+
+
+def _submit_option(options: list[str], name: str) -> str | None:
+    """The value of spark-submit's option ``name`` in ``options`` (the last one wins)."""
+    value = None
+    for i, option in enumerate(options):
+        if option == name and i + 1 < len(options):
+            value = options[i + 1]
+        elif option.startswith(f"{name}="):
+            value = option.partition("=")[2]
+    return value
+
+
+def _run(args: list[str]) -> int | NoReturn:
+    options, app, app_args = _split_submit_args(args)
     command, environment = submit_command(args)
+    master = _submit_option(options, "--master")
+    if master:
+        from persistent.tools.preflight import check_master
+
+        check_master(master)
+    if app.endswith(".py"):
+        ended = _run_until_spark(app, app_args, environment)
+        if ended is not None:
+            return ended
     check_java()
+    sys.stdout.flush()
     os.execve(command[0], command, environment)
 
 
@@ -343,8 +404,9 @@ def parser() -> argparse.ArgumentParser:
             "Runs pyspark's spark-submit with the defaults that ship in the package (--properties-file "
             "persistent/conf/spark-defaults.conf), the driver logging at WARN (persistent/conf/log4j2.properties) "
             "and PYSPARK_PYTHON set to this Python unless it is set. Options before APP.py go to spark-submit and "
-            "override the defaults; the arguments after it go to the application (so 'persistent run APP.py "
-            "--help' prints its help)."
+            "override the defaults; the arguments after it go to the application. First it checks --master and runs "
+            "APP.py up to where it would start Spark, with a Spark home that starts no JVM: an application that ends "
+            "before that (printing its --help, or refusing its arguments) ends run there, without a JVM."
         ),
     )
 
@@ -391,17 +453,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _failures() -> tuple[type[BaseException], ...]:
+    """The errors a command reports in one line with exit status 1; imported when one
+    is raised, so that ``--help`` does not import the state package."""
+    from state.errors import StateError
+
+    return StateError, OSError, PersistentError  # PersistentError: JobDirectoryError, SetupError among them
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    submit = argv[:1] == ["run"] and argv[1:2] not in (["-h"], ["--help"])  # spark-submit's options are not ours
+    args = None if submit else parser().parse_args(argv)  # help and usage errors exit here
     try:
-        if argv[:1] == ["run"] and argv[1:2] not in (["-h"], ["--help"]):
-            return _run(argv[1:])  # spark-submit's options are not ours to parse
-        args = parser().parse_args(argv)
-        return args.handler(args)
+        code = _run(argv[1:]) if submit else args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader has read all it wants (| head): end quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except UsageError as exc:
         print(f"persistent: error: {exc}", file=sys.stderr)
         return 2
-    except (JobDirectoryError, StateError, OSError, EnvironmentProblem) as exc:
+    except ConfigError as exc:
+        print(f"persistent: error: {exc}", file=sys.stderr)
+        return 2
+    except _failures() as exc:
         print(f"persistent: error: {exc}", file=sys.stderr)
         return 1
 

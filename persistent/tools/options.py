@@ -3,33 +3,40 @@
     parser = argparse.ArgumentParser()
     parser.add_argument("--input", ...)            # the application's own options
     add_job_options(parser)
-    args = parser.parse_args()
-    job = Job(task=..., source=..., **job_settings(args, table="counts", key_column="key", value_column="count"))
-    run(job, args, "my-app")
+
+    def build_job(args):
+        return Job(task=..., source=..., **job_settings(args, table="counts", key_column="key", value_column="count"))
+
+    def main(argv=None):
+        return run_app(parser, build_job, "my-app", argv)
+
+``run_app`` checks the job before Spark starts (``persistent.tools.preflight``): an
+argument it cannot work with ends the program with one line naming it.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from persistent.core.badrecords import BadRecords, LateRecords
+from persistent.core.errors import ConfigError, SetupError
 from persistent.runtime.delivery import Delivery
+from persistent.runtime.metrics import DEFAULT_HOST
+from persistent.sinks.uri import SPELLINGS
 
-__all__ = ["add_job_options", "add_kafka_options", "kafka_source", "job_settings", "run"]
+__all__ = ["add_job_options", "add_kafka_options", "kafka_source", "job_settings", "run", "run_app"]
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     """Adds ``--checkpoint``, ``--webhdfs-address``, ``--output``, ``--available-now``,
     ``--master``, ``--interval-ms``, ``--key-groups``, ``--bad-records``,
-    ``--late-records``, ``--delivery`` and ``--metrics-port``."""
+    ``--late-records``, ``--delivery``, ``--metrics-port`` and ``--metrics-host``."""
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory (local path, file:// or hdfs://)")
     parser.add_argument("--webhdfs-address",
                         help="the HDFS NameNode's HTTP address (http://HOST:PORT) for hdfs:// checkpoint and input "
                              "directories (default: the NameNode's host, port 9870)")
-    parser.add_argument(
-        "--output", required=True,
-        help="sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, a Parquet directory, or console",
-    )
+    parser.add_argument("--output", required=True, help=SPELLINGS)
     parser.add_argument("--available-now", action="store_true",
                         help="process the input there is now, then stop (a progress bar shows how far it is)")
     parser.add_argument("--master", help="Spark master (default: spark-submit's, else local[2])")
@@ -47,6 +54,9 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="serve the job's metrics for Prometheus at http://DRIVER:PORT/metrics "
                              "(needs persistent-state[metrics]); see docs/deploy.md")
+    parser.add_argument("--metrics-host", default=DEFAULT_HOST, metavar="HOST",
+                        help="the driver's address to serve the metrics on (default: %(default)s, this host only; "
+                             "0.0.0.0: every interface)")
 
 
 def add_kafka_options(parser: argparse.ArgumentParser) -> None:
@@ -90,12 +100,32 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
         late_records=args.late_records,
         delivery=args.delivery,
         metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
 
 
 def run(job, args: argparse.Namespace, app_name: str):
-    """Runs ``job`` in a Spark session named ``app_name`` until it ends; with
+    """Checks ``job`` on ``--master`` (``persistent.tools.preflight.check_job``), then
+    runs it in a Spark session named ``app_name`` until it ends; with
     ``--available-now``, once the input there is now has been read."""
+    from persistent.tools.preflight import check_job
     from persistent.tools.session import spark_session
 
+    check_job(job, args.master)
     return job.run(spark_session(app_name, args.master), available_now=args.available_now)
+
+
+def run_app(parser: argparse.ArgumentParser, build_job: Callable, app_name: str, argv: list[str] | None = None) -> int:
+    """An application's ``main``: parses ``argv`` with ``parser``, makes the job with
+    ``build_job(args)`` and ``run``s it. A setting the job cannot work with
+    (``ConfigError``) ends it with one line on stderr and exit status 2, before Spark
+    starts when the checks can see it; something the machine lacks (``SetupError``)
+    with exit status 1."""
+    args = parser.parse_args(argv)
+    try:
+        run(build_job(args), args, app_name)
+    except ConfigError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    except SetupError as exc:
+        parser.exit(1, f"{parser.prog}: error: {exc}\n")
+    return 0

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,59 @@ def test_every_command_has_help(capsys, command):
     with pytest.raises(SystemExit) as exited:
         cli.main([*command, "--help"])
     assert exited.value.code == 0 and capsys.readouterr().out.startswith(f"usage: persistent {' '.join(command)}")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def persistent(*argv, **how) -> subprocess.CompletedProcess:
+    """``persistent ARGV`` in a process of its own, run from the checkout."""
+    how = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **how}
+    return subprocess.run([sys.executable, "-m", "persistent.tools.cli", *map(str, argv)], cwd=ROOT, timeout=120,
+                          **how)
+
+
+def test_help_answers_without_importing_the_state_package_pandas_or_pyspark():
+    shown = subprocess.run(
+        [sys.executable, "-c", "import sys; from persistent.tools import cli\n"
+                               "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+                               "print(sorted(m for m in ('state', 'pandas', 'pyspark', 'numpy') if m in sys.modules))"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert shown.stdout.startswith("usage: persistent") and shown.stdout.splitlines()[-1] == "[]", shown.stderr
+    started = time.monotonic()
+    assert persistent("--help").returncode == 0
+    assert time.monotonic() - started < 1.5  # 2-3.5 s when it imported pandas and pyspark
+
+
+def test_the_dir_help_names_the_file_systems_the_readme_names(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["status", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for scheme in ("file://", "webhdfs://NAMENODE[:PORT]/PATH", "hdfs://NAMENODE[:PORT]/PATH", "s3a://BUCKET/PATH",
+                   "s3://", "gs://BUCKET/PATH"):
+        assert scheme in help_text and scheme in readme
+
+
+@pytest.mark.parametrize("command", [["clock"], ["status"], ["inspect"], ["status", "--batches", "1"]])
+def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(counting_job, command):
+    read, write = os.pipe()
+    os.close(read)  # as `| true` does before the command writes
+    try:
+        done = persistent(command[0], counting_job.directory.root, *command[1:], stdout=write)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
+@pytest.mark.parametrize("command", ["clock", "status", "inspect"])
+def test_a_command_piped_into_head_prints_its_first_line_and_ends_quietly(counting_job, command):
+    line = f"{sys.executable} -m persistent.tools.cli {command} {counting_job.directory.root}"
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", f"{line} | head -1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    alone = persistent(command, counting_job.directory.root, text=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == alone.stdout.splitlines(keepends=True)[0]
 
 
 def test_a_directory_that_does_not_exist_is_one_line_of_error(capsys, tmp_path):
@@ -357,6 +411,68 @@ def test_run_of_an_application_that_does_not_exist_starts_nothing(capsys, monkey
     code, out, err = run_cli(capsys, "run", "--master", "local[1]", tmp_path / "missing.py", "--total", "5")
     assert (code, out, started) == (2, "", [])
     assert err == f"persistent: error: application {tmp_path / 'missing.py'} does not exist (or is not a file)\n"
+
+
+@pytest.fixture
+def no_jvm(tmp_path) -> dict[str, str]:
+    """An environment whose Java and Spark home start no JVM: ``java -version`` answers
+    17 and notes it was called in ``java.called``; spark-submit prints its arguments
+    and notes it was called in ``spark-submit.called``."""
+    bin_dir = tmp_path / "fake" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, body in [("java", 'echo \'openjdk version "17.0.9"\' >&2'), ("spark-submit", 'echo "$@"')]:
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "$0" >> "{tmp_path}/{name}.called"\n{body}\n')
+        (bin_dir / name).chmod(0o755)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}
+    return {**environment, "JAVA_HOME": str(bin_dir.parent), "SPARK_HOME": str(bin_dir.parent),
+            "PYTHONPATH": str(ROOT)}
+
+
+def called(tmp_path, name: str) -> int:
+    marks = tmp_path / f"{name}.called"
+    return len(marks.read_text().splitlines()) if marks.exists() else 0
+
+
+def test_run_of_an_applications_help_prints_it_without_starting_a_jvm(tmp_path, no_jvm):
+    done = persistent("run", "--master", "local[1]", ROOT / "examples" / "count.py", "--help", env=no_jvm, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: count.py"), done.stderr
+    assert "MessageCount: counts per key" in done.stdout and "key k{i % keys}, value i" in done.stdout
+    assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (0, 0)
+
+
+def test_run_refuses_the_applications_bad_arguments_before_a_jvm_starts_and_creates_nothing(tmp_path, no_jvm):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "afile").touch()
+    started = time.monotonic()
+    done = persistent("run", ROOT / "examples" / "count.py", "--checkpoint", work / "afile", "--output",
+                      f"sqlite://{work / 'out.db'}", env=no_jvm, text=True)
+    assert time.monotonic() - started < 5
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"count.py: error: checkpoint directory {work / 'afile'} is a file, not a directory\n"
+    assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (0, 0)
+    assert os.listdir(work) == ["afile"]
+
+
+def test_run_refuses_a_master_that_is_no_master_url_before_the_application_runs(tmp_path, no_jvm):
+    done = persistent("run", "--master=spark:/127.0.0.1:7077", ROOT / "examples" / "count.py", "--checkpoint",
+                      tmp_path / "ck", "--output", "console", env=no_jvm, text=True)
+    assert done.returncode == 2
+    assert done.stderr == ("persistent: error: --master 'spark:/127.0.0.1:7077' is not a Spark master: give "
+                           "local[N], local[*], spark://HOST:PORT, yarn or k8s://HOST:PORT\n")
+    assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (0, 0)
+
+
+def test_run_of_good_arguments_goes_on_to_spark_submit_once_the_application_reached_spark(tmp_path, no_jvm):
+    app = ROOT / "examples" / "count.py"
+    done = persistent("run", "--master", "local[1]", app, "--checkpoint", tmp_path / "ck", "--output", "console",
+                      "--total", "5", env=no_jvm, text=True)
+    assert done.returncode == 0, done.stderr
+    # The application's first run probed Java before it would have started Spark; then spark-submit ran.
+    assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (2, 1)
+    assert done.stdout.split()[-9:] == ["--master", "local[1]", str(app), "--checkpoint", str(tmp_path / "ck"),
+                                        "--output", "console", "--total", "5"]
+    assert not (tmp_path / "ck").exists()
 
 
 def test_run_without_an_application_is_a_usage_error(capsys):

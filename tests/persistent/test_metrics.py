@@ -8,15 +8,16 @@ import dataclasses
 import socket
 import sys
 import time
+import urllib.error
 
 import pytest
 
 from persistent import GeneratorSource, Job, SQLiteSink
-from persistent.core.errors import ConfigError
-from persistent.runtime.metrics import COUNTERS, GAUGES, JobMetrics
+from persistent.core.errors import ConfigError, SetupError
+from persistent.runtime.metrics import COUNTERS, GAUGES, TIMES, JobMetrics
 
 from jobwriter import Counting
-from prometheus_scrape import scrape
+from prometheus_scrape import samples, scrape
 
 
 @pytest.fixture
@@ -55,21 +56,65 @@ def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batch
     assert names <= set(figures)
 
 
-def test_before_the_first_batch_the_totals_are_zero_and_no_gauge_is_served(metrics):
+def test_before_the_first_batch_the_totals_and_the_batch_figures_are_zero_and_no_time_is_served(metrics):
     _, port = metrics
-    assert scrape(port, "count") == {f"{name}_total": 0.0 for name, _, _ in COUNTERS} | {
-        f"{name}_created": pytest.approx(time.time(), abs=60) for name, _, _ in COUNTERS
-    }
+    assert scrape(port, "count") == (
+        {f"{name}_total": 0.0 for name, _, _ in COUNTERS}
+        | {f"{name}_created": pytest.approx(time.time(), abs=60) for name, _, _ in COUNTERS}
+        | {name: 0.0 for name, _, _ in GAUGES if name not in TIMES}
+    )
+    assert TIMES == {"persistent_watermark_seconds", "persistent_clock_seconds", "persistent_clock_lag_seconds",
+                     "persistent_last_commit_timestamp_seconds"}
 
 
-def test_figures_a_batch_lacks_are_not_served(metrics, counting_job):
+def test_a_jobs_metrics_serve_its_settings_from_the_start_and_no_sink_uri(tmp_path, free_port):
+    port = free_port()
+    job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
+              checkpoint_interval_ms=250, key_groups=3, metrics_port=port)
+    served = JobMetrics.of(job, "count")
+    try:
+        (info,) = [sample for sample in samples(port) if sample.name == "persistent_job_info"]
+        assert (info.value, info.labels) == (1.0, {
+            "app": "count", "task": "Counting", "source": "GeneratorSource", "sink": "SQLiteSink",
+            "checkpoint_dir": str(tmp_path / "ck"), "delivery": "exactly-once", "checkpoint_interval_ms": "250",
+            "watermark_delay_ms": "0", "key_groups": "3", "bad_records": "fail", "late_records": "drop",
+        })
+        assert str(tmp_path / "o.db") not in str(samples(port))
+    finally:
+        served.close()
+
+
+def test_a_job_serves_its_metrics_on_the_loopback_interface_unless_given_another_host(tmp_path, free_port):
+    port = free_port()
+    job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
+              metrics_port=port)
+    served = JobMetrics.of(job, "count")
+    try:
+        assert served.address == f"127.0.0.1:{port}" and scrape(port, "count")
+        with pytest.raises(urllib.error.URLError):  # 127.0.0.2 is this host too, but not the address served
+            scrape(port, "count", host="127.0.0.2")
+    finally:
+        served.close()
+    served = JobMetrics.of(dataclasses.replace(job, metrics_host="0.0.0.0"), "count")
+    try:
+        assert served.address == f"0.0.0.0:{port}" and scrape(port, "count", host="127.0.0.2")
+    finally:
+        served.close()
+
+
+def test_figures_a_batch_lacks_leave_their_gauges_as_they_were(metrics, counting_job):
     served, port = metrics
-    first = counting_job.directory.read_progress(3)[0]
+    first, second = counting_job.directory.read_progress(3)[:2]
     served.publish(dataclasses.replace(first, clock_ms=None, commit_seconds=None))
     figures = scrape(port, "count")
     assert "persistent_clock_seconds" not in figures and "persistent_clock_lag_seconds" not in figures
-    assert "persistent_batch_commit_seconds" not in figures
+    assert figures["persistent_batch_commit_seconds"] == 0
     assert figures["persistent_batch_rows"] == first.rows
+    served.publish(second)
+    served.publish(dataclasses.replace(second, clock_ms=None, commit_seconds=None, rows=1))
+    figures = scrape(port, "count")
+    assert figures["persistent_clock_seconds"] == second.clock_ms / 1000
+    assert figures["persistent_batch_commit_seconds"] == second.commit_seconds and figures["persistent_batch_rows"] == 1
 
 
 def test_two_jobs_in_one_process_serve_their_own_figures(metrics, counting_job, free_port):
@@ -97,8 +142,11 @@ def test_a_port_in_use_is_an_error_naming_it_and_a_closed_server_frees_its_port(
 
 def test_without_prometheus_client_the_error_names_the_extra(monkeypatch, free_port):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails
-    with pytest.raises(ImportError, match=r"pip install 'persistent-state\[metrics\]'"):
-        JobMetrics(free_port(), "count")
+    port = free_port()
+    with pytest.raises(ImportError, match=rf"metrics port {port} needs prometheus_client, which is not installed: "
+                                          r"pip install 'persistent-state\[metrics\]'") as missing:
+        JobMetrics(port, "count")
+    assert isinstance(missing.value, SetupError)
 
 
 def test_a_job_refuses_a_metrics_port_that_is_no_tcp_port(tmp_path):

@@ -42,23 +42,41 @@ def test_a_position_is_the_integer_at_the_backlogs_field_of_an_offset(offset, po
     assert FILES.position(offset) == position
 
 
-def test_the_bar_counts_source_positions_with_rate_and_time_left():
+def test_the_bar_counts_source_positions_with_the_rate_and_time_left_of_the_batches_after_the_first():
     bar, out, clock = bar_over()
     clock.now += 2
     bar.update("null", '{"files": 3}')
     clock.now += 2
-    bar.update('{"files": 3}', '{"files": 10}')
+    bar.update('{"files": 3}', '{"files": 7}')
+    clock.now += 1
+    bar.update('{"files": 7}', '{"files": 10}')
     assert out.getvalue().splitlines() == [
-        "[#########.....................] 3/10 files  30%  1.5 files/s  5 s left",
-        "[##############################] 10/10 files 100%  2.5 files/s",
+        "[#########.....................] 3/10 files  30%",
+        "[#####################.........] 7/10 files  70%  2.0 files/s  2 s left",
+        "[##############################] 10/10 files 100%  2.3 files/s",
     ]
+
+
+def test_sparks_start_up_before_the_first_batch_does_not_count_in_the_time_left():
+    bar, out, clock = bar_over(Backlog("files", begin=0, end=40, unit="files"))
+    clock.now += 60  # the JVM, the session, the query's first plan
+    bar.update("null", '{"files": 1}')
+    for files in range(2, 5):
+        clock.now += 5
+        bar.update(f'{{"files": {files - 1}}}', f'{{"files": {files}}}')
+    assert out.getvalue().splitlines()[-1].endswith("4/40 files  10%  0.2 files/s  3 min 00 s left")
 
 
 def test_a_restarted_run_counts_from_where_its_first_batch_started():
     bar, out, clock = bar_over(Backlog("index", begin=0, end=1_000, unit="messages"))
     clock.now += 1
     bar.update('{"index": 600}', '{"index": 800}')
-    assert out.getvalue() == "[###############...............] 200/400 messages  50%  200 messages/s  1 s left\n"
+    clock.now += 1
+    bar.update('{"index": 800}', '{"index": 900}')
+    assert out.getvalue().splitlines() == [
+        "[###############...............] 200/400 messages  50%",
+        "[######################........] 300/400 messages  75%  100 messages/s  1 s left",
+    ]
 
 
 def test_a_run_restarted_from_the_first_position_counts_all_of_it():
@@ -81,20 +99,22 @@ def test_offsets_without_a_position_leave_the_bar_alone():
 
 def test_the_bar_changes_only_when_the_source_has_read_more():
     bar, out, clock = bar_over()
+    bar.update("null", '{"files": 1}')
     clock.now += 1
-    bar.update("null", '{"files": 5}')
+    bar.update('{"files": 1}', '{"files": 5}')
     clock.now += 1
     bar.update('{"files": 5}', '{"files": 5}')
-    assert out.getvalue() == "[###############...............] 5/10 files  50%  5.0 files/s  1 s left\n"
+    assert out.getvalue().splitlines()[1:] == ["[###############...............] 5/10 files  50%  4.0 files/s  1 s left"]
 
 
 def test_long_waits_read_in_minutes_and_hours():
     bar, out, clock = bar_over(Backlog("index", 0, 10_000, "messages"))
-    clock.now += 100
     bar.update("null", '{"index": 1}')
-    assert out.getvalue().endswith("0.01 messages/s  277 h 45 min left\n")
+    clock.now += 100
+    bar.update("null", '{"index": 2}')
+    assert out.getvalue().endswith("0.01 messages/s  277 h 43 min left\n")
     clock.now += 1
-    bar.update("null", '{"index": 5000}')
+    bar.update("null", '{"index": 5001}')
     assert out.getvalue().endswith("49.5 messages/s  1 min 41 s left\n")
 
 

@@ -1,11 +1,9 @@
-"""The command line with a JVM: ``persistent run`` starts spark-submit, and ``status``
-and ``inspect`` read the directory of a job that really ran."""
+"""The command line with a JVM: ``status`` and ``inspect`` read the directory of a job
+that really ran. (``persistent run``, which stops before spark-submit when the
+application ends before it starts Spark, is tested in tests/persistent/test_cli.py.)"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -13,19 +11,8 @@ import pytest
 from persistent.storage.job_directory import JobDirectory
 from persistent.tools import cli
 from state.fs import LocalFileSystem
-from tests.spark.conftest import EXAMPLES
 
 pytestmark = pytest.mark.spark
-
-PERSISTENT = os.path.join(os.path.dirname(sys.executable), "persistent")
-
-
-def test_run_hands_the_arguments_after_the_application_to_it(spark_lock):
-    # spark-submit starts a JVM, but count.py prints its help before it creates a session.
-    result = subprocess.run([PERSISTENT, "run", os.path.join(EXAMPLES, "count.py"), "--help"],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("usage: count.py") and "MessageCount: counts per key" in result.stdout
 
 
 def test_status_and_inspect_read_the_directory_of_a_job_that_ran(spark, tmp_path, capsys):
