@@ -47,10 +47,12 @@ class WordCount(PersistentTask):
 
 
 def split_words(lines):
-    """One message per word: key = the lower-cased word, time = the line's time."""
+    """One message per word (letters, digits, underscores and apostrophes, in any
+    script): key = the lower-cased word, time = the line's time."""
     from pyspark.sql import functions as F
 
-    words = lines.select(F.explode(F.split(F.lower("value"), r"[^\w']+")).alias("key"), "timestamp")
+    # (?U): Unicode words, as Python's \w has them; Java's \w alone is ASCII, and splits "café".
+    words = lines.select(F.explode(F.split(F.lower("value"), r"(?U)[^\w']+")).alias("key"), "timestamp")
     return words.where(F.length("key") > 0).withColumn("value", F.lit(1))
 
 

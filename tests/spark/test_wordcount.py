@@ -19,7 +19,9 @@ from state.fs import LocalFileSystem
 pytestmark = pytest.mark.spark
 
 LINES = [
-    ["the quick brown fox", "jumps over the lazy dog", "The End"],
+    # Words are Unicode words, as Python's \w has them: not split at accents or in other scripts.
+    ["the quick brown fox", "jumps over the lazy dog", "The End", "Café naïve Straße, café!",
+     "Привет мир — привет", "ελληνικά λέξεις", "日本語 テキスト 日本語", "don't stop"],
     ["a stateful task keeps its state as a monoid", "the monoid is associative"],
     ["every message updates the state exactly once", "once and only once"],
     ["the clock names durable checkpoints", "", "the end"],
