@@ -20,7 +20,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -36,7 +35,7 @@ from state.checkpoint_store import check_time_ms, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.table import KeyedTable
 
-__all__ = ["KeyGroup", "Base", "GroupOutput", "Applied"]
+__all__ = ["KeyGroup", "Base", "Applied"]
 
 #: A key group's state (``KeyGroup.encode``) is a record of ``encode_record``: magic
 #: ``PCKP``, version, time, length and a CRC32 over them and the payload, which checks
@@ -56,24 +55,6 @@ _STATE_REMEDY = "delete DIR/spark/ to restart the job from the clock (path B)"
 #: table's bytes, then the table's bytes compressed with ``_STATE_CODEC``.
 _EARLIER_FRAME = struct.Struct(">4sQI")
 _EARLIER_MAGIC = b"PKGZ"
-
-
-@dataclass
-class GroupOutput:
-    """What one call of ``KeyGroup.process`` produced."""
-
-    #: Result rows: ``key``, ``window_start``, ``window_end`` (windows only; else -1) and ``value``.
-    results: pd.DataFrame
-    #: ``(time_ms, bytes)`` of the checkpoint taken, if one was due.
-    checkpoint: tuple[int, bytes] | None = None
-    #: Messages dropped because they are older than the restore point (replayed on purpose).
-    replayed: int = 0
-    #: Messages not applied for being late (behind the watermark) in this call.
-    late: int = 0
-    #: Messages applied in this call.
-    applied: int = field(default=0)
-    #: Bad records of this call (``BadRecords.DEAD_LETTER``).
-    bad: list[BadRecord] = field(default_factory=list)
 
 
 class Base(NamedTuple):
@@ -503,17 +484,6 @@ class KeyGroup:
             self.table.seal(due)
         self.table.expire(watermark_ms)
         return results, taken
-
-    def process(
-        self, messages: pd.DataFrame, watermark_ms: int, bad_records: BadRecords = BadRecords.FAIL
-    ) -> GroupOutput:
-        """``apply``, then ``advance`` to ``watermark_ms``: one micro-batch of this group,
-        with the watermark it ends at (late messages are those before the group's last
-        checkpoint or closed windows)."""
-        applied = self.apply(messages, bad_records)
-        results, checkpoint = self.advance(watermark_ms)
-        return GroupOutput(results, checkpoint, replayed=applied.replayed, late=applied.late_count,
-                           applied=applied.applied, bad=applied.bad)
 
     def _results(self, watermark_ms: int) -> pd.DataFrame:
         if self.window is not None:

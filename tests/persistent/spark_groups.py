@@ -36,6 +36,11 @@ class GroupState:
     def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 (Spark's name)
         self.timeout_ms = ms
 
+    @property
+    def timed_out(self) -> bool:
+        """Whether Spark fires the group's event-time timeout: its watermark has passed it."""
+        return self.timeout_ms is not None and self.timeout_ms < self.getCurrentWatermarkMs()
+
 
 class Accumulator:
     """The job's accumulator of reports on one process: the reports by key group, the latest of each."""
