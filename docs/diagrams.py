@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from monoids import Count
-from persistent.core.task import PersistentTask
-from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
+from persistent.core.task import MESSAGE_COLUMNS, PersistentTask
+from persistent.runtime.keygroup import Applied, KeyGroup
 from persistent.storage.job_directory import task_name
 from state import NonWindowState
 
@@ -62,6 +62,15 @@ def _frame(by_group: dict[int, list[int]], group: int) -> pd.DataFrame:
     times = by_group.get(group, [])
     return pd.DataFrame({"key": [KEYS[group]] * len(times), "timestamp": times, "value": [1] * len(times)},
                         columns=list(MESSAGE_COLUMNS))
+
+
+def _micro_batch(group: KeyGroup, messages: pd.DataFrame,
+                 watermark_ms: int) -> tuple[Applied, pd.DataFrame, tuple[int, bytes] | None]:
+    """What ``run_group`` has the group do in a micro-batch at ``watermark_ms``: what it
+    applied, its results, and the checkpoint it took (time, bytes), if one was due."""
+    applied = group.apply(messages, watermark_ms=watermark_ms)
+    results, checkpoint = group.advance(watermark_ms)
+    return applied, results, checkpoint
 
 
 def _counts(groups: dict[int, KeyGroup]) -> dict[str, int]:
@@ -102,12 +111,11 @@ def simulate() -> Scenario:
             spark_state = {g: group.encode() for g, group in groups.items()}
         taken = {}
         for g, group in groups.items():
-            output = group.process(_frame(batch, g), watermark)
-            last_results[g] = output.results
-            if output.checkpoint is not None:
-                taken[g] = output.checkpoint[0]
-                stored[g][output.checkpoint[0]] = output.checkpoint[1]
-                task_clocks[g] = max(output.checkpoint[0], task_clocks.get(g, 0))
+            _, last_results[g], checkpoint = _micro_batch(group, _frame(batch, g), watermark)
+            if checkpoint is not None:
+                taken[g] = checkpoint[0]
+                stored[g][checkpoint[0]] = checkpoint[1]
+                task_clocks[g] = max(checkpoint[0], task_clocks.get(g, 0))
         s.watermarks.append(watermark)
         s.checkpoints.append(taken)
         s.clocks.append(min(task_clocks.values()) if task_clocks else None)
@@ -117,7 +125,7 @@ def simulate() -> Scenario:
     # Path A: Spark re-runs the unfinished last batch on its stored state, same offsets.
     replayed = {g: KeyGroup.decode(task, INTERVAL_MS, 0, data) for g, data in spark_state.items()}
     same_results = all(
-        replayed[g].process(_frame(BATCHES[-1], g), s.watermarks[-1]).results.equals(last_results[g])
+        _micro_batch(replayed[g], _frame(BATCHES[-1], g), s.watermarks[-1])[1].equals(last_results[g])
         for g in KEYS
     )
 
@@ -126,7 +134,7 @@ def simulate() -> Scenario:
     restored = {g: KeyGroup.restore(task, INTERVAL_MS, s.floor_ms, stored[g][s.floor_ms]) for g in KEYS}
     rereads = {g: sorted(t for b in BATCHES[REPLAY_FROM_BATCH:] for t in b.get(g, [])) for g in KEYS}
     s.dropped = sorted(t for times in rereads.values() for t in times if t < s.floor_ms)
-    dropped_by_groups = sum(restored[g].process(_frame(rereads, g), s.floor_ms).replayed for g in KEYS)
+    dropped_by_groups = sum(_micro_batch(restored[g], _frame(rereads, g), s.floor_ms)[0].replayed for g in KEYS)
     s.path_b_counts = _counts(restored)
 
     if not same_results:

@@ -26,7 +26,7 @@ import pandas as pd
 from persistent.core.errors import PersistentError
 from state.persistent_state import NonWindowState, PersistentState, WindowState
 
-__all__ = ["PersistentTask", "KeyState", "Message", "TaskDefinitionError"]
+__all__ = ["PersistentTask", "KeyState", "Message", "MESSAGE_COLUMNS", "TaskDefinitionError"]
 
 
 class TaskDefinitionError(PersistentError, TypeError):
@@ -39,6 +39,10 @@ class Message(NamedTuple):
     key: Any
     timestamp: int
     value: Any
+
+
+#: The columns of messages in a frame (a source's, ``process_batch``'s): ``Message``'s fields.
+MESSAGE_COLUMNS = Message._fields
 
 
 class KeyState(Protocol):

@@ -18,8 +18,9 @@ a Python data source whose offsets go from ``{"beat": 0}`` to ``{"beat": 1}`` on
 since Spark's checkpoint of their query names that source. It cost every micro-batch
 a call to a Python process on the driver, and each query one more Python process.
 
-A heartbeat row carries its key group and no event time, so it neither moves the
-watermark nor is late; the key groups drop it before the task sees any message.
+A heartbeat's row (``persistent.runtime.rows``, kind ``HEARTBEAT``) carries its key
+group and no event time, so it neither moves the watermark nor is late; the key
+groups drop it before the task sees any message.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from persistent.runtime.rows import GROUP
 from persistent.storage.job_directory import JobDirectory, Recovery
 
 __all__ = ["heartbeats", "FORMAT"]
 
 FORMAT = "persistent_heartbeats"
-_SCHEMA = "grp int"
+_SCHEMA = f"{GROUP} int"
 
 
 @dataclass(frozen=True)

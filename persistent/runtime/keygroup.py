@@ -20,7 +20,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -28,17 +27,15 @@ import pandas as pd
 import pyarrow as pa
 
 from monoids.base import MonoidError
-from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
-from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
+from persistent.core.task import MESSAGE_COLUMNS, KeyState, Message, PersistentTask, TaskDefinitionError
+from persistent.runtime.rows import Marked
 from state.checkpoint_store import MAGIC as RECORD_MAGIC
 from state.checkpoint_store import check_time_ms, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.table import KeyedTable
 
-__all__ = ["KeyGroup", "Base", "GroupOutput", "Applied", "MESSAGE_COLUMNS"]
-
-#: Columns of the messages a key group takes.
-MESSAGE_COLUMNS = ("key", "timestamp", "value")
+__all__ = ["KeyGroup", "Base", "Applied"]
 
 #: A key group's state (``KeyGroup.encode``) is a record of ``encode_record``: magic
 #: ``PCKP``, version, time, length and a CRC32 over them and the payload, which checks
@@ -58,24 +55,6 @@ _STATE_REMEDY = "delete DIR/spark/ to restart the job from the clock (path B)"
 #: table's bytes, then the table's bytes compressed with ``_STATE_CODEC``.
 _EARLIER_FRAME = struct.Struct(">4sQI")
 _EARLIER_MAGIC = b"PKGZ"
-
-
-@dataclass
-class GroupOutput:
-    """What one call of ``KeyGroup.process`` produced."""
-
-    #: Result rows: ``key``, ``window_start``, ``window_end`` (windows only; else -1) and ``value``.
-    results: pd.DataFrame
-    #: ``(time_ms, bytes)`` of the checkpoint taken, if one was due.
-    checkpoint: tuple[int, bytes] | None = None
-    #: Messages dropped because they are older than the restore point (replayed on purpose).
-    replayed: int = 0
-    #: Messages not applied for being late (behind the watermark) in this call.
-    late: int = 0
-    #: Messages applied in this call.
-    applied: int = field(default=0)
-    #: Bad records of this call (``BadRecords.DEAD_LETTER``).
-    bad: list[BadRecord] = field(default_factory=list)
 
 
 class Base(NamedTuple):
@@ -317,38 +296,34 @@ class KeyGroup:
         self.table.update(keys, timestamps_ms, values)
 
     def apply(
-        self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0
+        self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0,
+        marked: Marked | None = None,
     ) -> Applied:
-        """Runs the task over ``messages`` (columns ``key``, ``timestamp``, ``value`` and
-        optionally ``bad_record``, see ``persistent.core.badrecords``).
+        """Runs the task over ``messages`` (columns ``key``, ``timestamp`` in integer ms
+        and ``value``; the task sees only these), after the bad records ``marked`` by
+        their source or the check of their event time (``persistent.runtime.rows``).
 
-        A bad record (marked by the source, or one the task raises on or whose value
-        the monoid refuses) changes no state. With ``BadRecords.FAIL`` the first one
+        A bad record (a marked one, or a message the task raises on or whose value the
+        monoid refuses) changes no state. With ``BadRecords.FAIL`` the first one
         raises ``BadRecordError`` and the group is left as it was before the call;
         with ``BadRecords.DEAD_LETTER`` they are returned and the other messages are
-        applied. Messages before the restore point are dropped (``replayed``), marked
-        ones included, since they were handled before the restore point. Messages
-        behind ``watermark_ms`` (the job's watermark in this micro-batch) or the last
-        checkpoint are late: returned, not applied, since what they would change may
-        be published.
+        applied. Messages and marked records before the restore point are dropped
+        (``replayed``): they were handled before it. Messages behind ``watermark_ms``
+        (the job's watermark in this micro-batch) or the last checkpoint are late:
+        returned, not applied, since what they would change may be published.
         """
         times = messages["timestamp"].to_numpy()
-        # A negative time (marked bad) is no time at all, so not before the restore point.
-        before = (times >= 0) & (times < self.floor_ms) if self.floor_ms else np.zeros(len(messages), dtype=bool)
-        marked = (messages[BAD_RECORD_COLUMN].notna().to_numpy() if BAD_RECORD_COLUMN in messages
-                  else np.zeros(len(messages), dtype=bool))
-        bad = [self._reject(BadRecord.from_json(text), bad_records)
-               for text in messages.loc[marked & ~before, BAD_RECORD_COLUMN]] if marked.any() else []
-        replayed = int(before.sum())
-        late = ~marked & ~before & (times < max(watermark_ms, self.table.sealed_ms))
-        dropped = marked | before | late
+        before = self._before(times)
+        replayed, bad = int(before.sum()), []
+        if marked is not None and len(marked.records):
+            marked_before = self._before(marked.times_ms)
+            replayed += int(marked_before.sum())
+            bad = [self._reject(BadRecord.from_json(text), bad_records) for text in marked.records[~marked_before]]
+        late = ~before & (times < max(watermark_ms, self.table.sealed_ms))
+        dropped = before | late
         late = messages.loc[late, list(MESSAGE_COLUMNS)]
         if dropped.any():
             messages = messages.loc[~dropped, list(MESSAGE_COLUMNS)]
-            if messages["timestamp"].dtype.kind == "f":
-                # Spark hands over a bigint column with nulls as floats; the nulls were marked.
-                messages["timestamp"] = messages["timestamp"].astype(np.int64)
-                late["timestamp"] = late["timestamp"].astype(np.int64)
         elif list(messages.columns) != list(MESSAGE_COLUMNS):
             messages = messages[list(MESSAGE_COLUMNS)]
         if not len(messages):
@@ -365,6 +340,12 @@ class KeyGroup:
             raise
         late_updates = self.table.late_count - late_before
         return Applied(len(messages) - len(refused) - late_updates, replayed, late, bad + refused, late_updates)
+
+    def _before(self, times_ms: np.ndarray) -> np.ndarray:
+        """Which times are before the restore point (a NaN, no time, is not)."""
+        if not self.floor_ms:
+            return np.zeros(len(times_ms), dtype=bool)
+        return (times_ms >= 0) & (times_ms < self.floor_ms)
 
     def _apply_batch(self, messages: pd.DataFrame, mode: BadRecords) -> list[BadRecord]:
         parts, bad = self._batch_updates(messages, 0, mode)
@@ -503,17 +484,6 @@ class KeyGroup:
             self.table.seal(due)
         self.table.expire(watermark_ms)
         return results, taken
-
-    def process(
-        self, messages: pd.DataFrame, watermark_ms: int, bad_records: BadRecords = BadRecords.FAIL
-    ) -> GroupOutput:
-        """``apply``, then ``advance`` to ``watermark_ms``: one micro-batch of this group,
-        with the watermark it ends at (late messages are those before the group's last
-        checkpoint or closed windows)."""
-        applied = self.apply(messages, bad_records)
-        results, checkpoint = self.advance(watermark_ms)
-        return GroupOutput(results, checkpoint, replayed=applied.replayed, late=applied.late_count,
-                           applied=applied.applied, bad=applied.bad)
 
     def _results(self, watermark_ms: int) -> pd.DataFrame:
         if self.window is not None:

@@ -64,6 +64,8 @@ from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
+from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
+                                     kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
@@ -88,10 +90,6 @@ _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
 #: ``Job.key_groups``: enough to even out uneven groups, few enough that a group's
 #: fixed cost per micro-batch stays small.
 KEY_GROUPS_PER_CORE = 4
-#: Rows per Arrow batch between the JVM and the key groups' Python workers.
-ARROW_BATCH_ROWS = 100_000
-#: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
-MAX_EVENT_TIME_MS = 253_402_300_799_999
 
 @dataclass(frozen=True)
 class Plan:
@@ -169,7 +167,7 @@ class Plan:
         if self.checkpoints:  # also finishes a rescale a crash interrupted
             rescaled = rescale_if_asked(spark, directory, job.key_groups, storage, self.spec,
                                         job.checkpoint_interval_ms,
-                                        lambda: self._messages(spark, 0).schema["key"].dataType.simpleString())
+                                        lambda: self._messages(spark, 0).schema[KEY].dataType.simpleString())
             if rescaled:
                 stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
@@ -236,88 +234,33 @@ class Plan:
         raw = job.source.stream(spark, start_ms, **_job_of(job.source, storage))
         marks = BAD_RECORD_COLUMN in raw.columns
         if job.prepare is None:
-            return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, F.lit(None).cast("string"))
+            return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, no_mark())
         good = raw.where(F.col(BAD_RECORD_COLUMN).isNull()).drop(BAD_RECORD_COLUMN) if marks else raw
-        no_mark = F.lit(None).cast("string").alias(BAD_RECORD_COLUMN)
-        prepared = job.prepare(good).select("key", "timestamp", "value", no_mark)
+        prepared = job.prepare(good).select(KEY, TIMESTAMP, VALUE, no_mark())
         if not marks:
             return prepared
         types = {c.name: c.dataType for c in prepared.schema}
-        bad = raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(
-            _placeholder(types["key"]).alias("key"), F.col("timestamp").cast(types["timestamp"]),
-            _placeholder(types["value"]).alias("value"), BAD_RECORD_COLUMN,
-        )
-        return prepared.unionByName(bad)
-
-    def _time_check(self):
-        """``bad_record`` of a message whose event time is unusable, else null. It runs
-        before the watermark, which such a time would otherwise move."""
-        from pyspark.sql import functions as F
-
-        millis, skew_ms = F.col("timestamp").try_cast("bigint"), self.job.max_event_time_skew_ms
-
-        def bad(reason):
-            return F.to_json(F.struct(F.to_json(F.struct("key", "timestamp", "value")).alias("record"),
-                                      reason.alias("reason")))
-
-        check = (
-            F.when(millis.isNull(), bad(F.lit("no event time: the timestamp is null or not an integer of ms")))
-            .when(millis < 0, bad(F.format_string("event time %d ms is negative", millis)))
-            .when(millis > MAX_EVENT_TIME_MS, bad(F.format_string("event time %d ms is after the year 9999", millis)))
-        )
-        if skew_ms is not None:
-            # In a streaming query current_timestamp() is the micro-batch's time, kept in
-            # Spark's offset log: a replayed batch decides the same.
-            batch_ms = F.unix_millis(F.current_timestamp())
-            check = check.when(millis > batch_ms + skew_ms, bad(F.format_string(
-                "event time %d ms is more than %d ms after the micro-batch's time %d ms",
-                millis, F.lit(skew_ms), batch_ms,
-            )))
-        return millis, check
+        return prepared.unionByName(raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(*marked_columns(types)))
 
     def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports):
         """The key groups' rows, one per group with results or dead letters
         (``persistent.runtime.stateful.output_schema``); each group adds its
-        ``GroupReport`` to the accumulator ``reports``."""
-        from pyspark.sql import functions as F
+        ``GroupReport`` to the accumulator ``reports``. The groups' input is
+        ``persistent.runtime.rows``: each message's row, and a heartbeat's per group in
+        a generation's first micro-batch."""
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         job = self.job
-        key_type = messages.schema["key"].dataType.simpleString()
+        key_type = messages.schema[KEY].dataType.simpleString()
         monoid = self.spec.monoid
         value_type = "string" if monoid.json_results else _NUMPY_TO_SPARK[monoid.result_dtype.kind]
-        millis, time_check = self._time_check()
-        good = F.col(BAD_RECORD_COLUMN).isNull()
-        rows = (
-            messages.select("key", millis.alias("timestamp"), "value",
-                            F.coalesce(BAD_RECORD_COLUMN, time_check).alias(BAD_RECORD_COLUMN),
-                            # The source partition the row was read in: the same when a
-                            # micro-batch is replayed from the same offsets.
-                            F.spark_partition_id().alias("part"))
-            # Bad records spread over the groups by their text; their null event time
-            # neither moves the watermark nor makes them late.
-            .withColumn("grp", F.when(good, F.expr(f"pmod(hash(key), {recovery.key_groups})"))
-                        .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {recovery.key_groups})")))
-        )
+        rows = (messages.select(*message_columns(job.max_event_time_skew_ms)).withColumn(KIND, kind())
+                .withColumn(GROUP, group(recovery.key_groups)))
         if self.checkpoints and recovery.heartbeats:
             types = {c.name: c.dataType for c in rows.schema}
             rows = rows.unionByName(heartbeats(messages.sparkSession, recovery, directory).select(
-                _placeholder(types["key"]).alias("key"), F.lit(None).cast("bigint").alias("timestamp"),
-                _placeholder(types["value"]).alias("value"), F.lit(None).cast("string").alias(BAD_RECORD_COLUMN),
-                F.lit(-1).alias("part"), "grp",
-            ))
-        # Spark's watermark trails ours by a millisecond (``stateful._watermark_ms``), so a row
-        # at the newest event time seen is in order.
-        timed = rows.withColumn("event_time", F.when(good, F.timestamp_millis("timestamp"))).withWatermark(
-            "event_time", f"{job.watermark_delay_ms + 1} milliseconds")
-        # The key groups decide what is late, against the micro-batch's watermark, and count
-        # or output it. Spark's operator would drop late rows first, by its column that
-        # carries the watermark's mark; nulled here, the column drops none, and the mark
-        # keeps the watermark (getCurrentWatermarkMs, event-time timeouts) working.
-        mark = timed.schema["event_time"].metadata
-        grouped = timed.withColumn(
-            "event_time", F.lit(None).cast("timestamp").alias("event_time", metadata=mark)
-        ).withColumn("grp", _slot(recovery)).groupBy("grp")
+                *heartbeat_columns(types)))
+        grouped = watermarked(rows, job.watermark_delay_ms).withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
@@ -335,26 +278,15 @@ def _slot(recovery: Recovery):
     from pyspark.sql import functions as F
 
     if recovery.partitions is None:
-        return F.col("grp")
+        return F.col(GROUP)
     slots = group_slots(recovery.key_groups, recovery.partitions)
-    return F.array(*(F.lit(slot) for slot in slots))[F.col("grp")]
+    return F.array(*(F.lit(slot) for slot in slots))[F.col(GROUP)]
 
 
 def _job_of(source, storage: JobStorage | None) -> dict:
     """The job directory argument of ``source``'s ``stream`` and ``backlog``: a source
     of its own (anything with ``stream``) takes none."""
     return {"job": storage} if isinstance(source, Source) else {}
-
-
-def _placeholder(data_type):
-    """A value of ``data_type`` for a bad record's row: null, except for numbers, whose
-    nulls pandas would turn the whole column to floats for."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType, NumericType
-
-    if isinstance(data_type, (NumericType, BooleanType)):
-        return F.lit(0).cast(data_type)
-    return F.lit(None).cast(data_type)
 
 
 def _ship_by_value(task_class: type) -> None:

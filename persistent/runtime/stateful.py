@@ -1,17 +1,17 @@
 """The key groups' function inside ``applyInPandasWithState``: it runs on the executors.
 
 For each key group with messages in a micro-batch (or whose event-time timeout
-fired), Spark calls ``run_group`` with the group's rows and its state in Spark's
-state store. The group's ``KeyGroup`` (``persistent.runtime.keygroup``) is decoded
-from that state, restored from its own checkpoint (restore by reference, in a
-generation begun by path B) or started empty; it applies the messages, emits its
-results, writes its checkpoint when the watermark has passed a boundary, hands its
-new state back to Spark and adds its ``GroupReport`` to the job's accumulator. Once
-the group has written a checkpoint, its state in Spark holds the rows since then and
-the checkpoint's time and CRC32, and the next micro-batch reads the rest from the
-checkpoint (``KeyGroup.encode``). The
-one row it yields holds its results and dead letters (``output_schema``); no state
-bytes reach the driver.
+fired), Spark calls ``run_group`` with the group's rows (``persistent.runtime.rows``,
+which decodes them) and its state in Spark's state store. The group's ``KeyGroup``
+(``persistent.runtime.keygroup``) is decoded from that state, restored from its own
+checkpoint (restore by reference, in a generation begun by path B) or started empty;
+it applies the messages, emits its results, writes its checkpoint when the watermark
+has passed a boundary, hands its new state back to Spark and adds its ``GroupReport``
+to the job's accumulator. Once the group has written a checkpoint, its state in
+Spark holds the rows since then and the checkpoint's time and CRC32, and the next
+micro-batch reads the rest from the checkpoint (``KeyGroup.encode``). The one row it
+yields holds its results and dead letters (``output_schema``); no state bytes reach
+the driver.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecordError, BadRecords, LateRecords, late_messages
+from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.keygroup import Base, KeyGroup
 from persistent.runtime.layout import slot_group
 from persistent.runtime.reports import GroupReport
+from persistent.runtime.rows import decode, job_watermark_ms, timeout_ms
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory, Recovery
 from state.boundaries import boundary_after
@@ -90,12 +91,12 @@ def group_function(
         max_time_ms = -1
         bad: list[str] = []
         late_output: list[str] = []
-        watermark_ms = max(_watermark_ms(state), floor_ms)
-        messages = _messages_of(frames)
-        if len(messages):
-            max_time_ms = _newest_ms(messages)
+        watermark_ms = max(job_watermark_ms(state.getCurrentWatermarkMs()), floor_ms)
+        rows = decode(frames)
+        if rows.count:
+            max_time_ms = rows.newest_ms
             try:
-                outcome = group.apply(messages, mode, watermark_ms)
+                outcome = group.apply(rows.messages, mode, watermark_ms, rows.marked)
                 applied, replayed, late = outcome.applied, outcome.replayed, outcome.late_count
                 bad = [record.json() for record in outcome.bad]
                 if late_records is LateRecords.OUTPUT:
@@ -118,8 +119,7 @@ def group_function(
             state.update((encoded,))
             crash_point(CrashPoint.GROUP)
             # Wake this group when the watermark reaches its next boundary, even with no input.
-            # Spark's watermark trails ours by 1 ms and fires the timeout once it passes it.
-            state.setTimeoutTimestamp(max(boundary_after(watermark_ms, interval_ms) - 2, 1))
+            state.setTimeoutTimestamp(timeout_ms(boundary_after(watermark_ms, interval_ms)))
         reports.add({grp: GroupReport(
             grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
@@ -171,69 +171,6 @@ def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Wr
             f"job again on the same checkpoint directory {directory.root}: it replays this micro-batch (path A)."
         )
         raise
-
-
-def _watermark_ms(state) -> int:
-    """The job's watermark in a micro-batch: a message older than it is late.
-
-    Spark's watermark is the newest event time of the earlier micro-batches minus the
-    job's delay and 1 ms; the job's is 1 ms later, so a message at the newest event
-    time seen is in order."""
-    return state.getCurrentWatermarkMs() + 1
-
-
-#: What a key group reads of Spark's rows: the message, its bad-record mark and the
-#: source partition it was read in (not ``grp``, the group's key, nor the null ``event_time``).
-_INPUT_COLUMNS = ("key", "timestamp", "value", BAD_RECORD_COLUMN, "part")
-
-
-def _messages_of(frames) -> pd.DataFrame:
-    """The group's messages from Spark's chunks of rows, without heartbeats, in order.
-
-    Joined column by column: ``pd.concat`` of the chunks would first scan their
-    all-null columns for a common type, a sixth of a group's Python time."""
-    chunks = [_without_heartbeats(frame) for frame in frames]
-    if not chunks:
-        return pd.DataFrame({name: np.empty(0, dtype=object) for name in _INPUT_COLUMNS})
-    columns = {name: [chunk[name].to_numpy() for chunk in chunks] for name in _INPUT_COLUMNS}
-    return _in_order(pd.DataFrame(
-        {name: parts[0] if len(parts) == 1 else np.concatenate(parts) for name, parts in columns.items()},
-        copy=False,
-    ))
-
-
-def _in_order(messages: pd.DataFrame) -> pd.DataFrame:
-    """The group's messages by event time, then source partition, then their order in
-    it: the order it folds them in, the same in every run of a micro-batch, whatever
-    order Spark's shuffle fetched the source partitions' rows in (which matters for
-    ``Last`` on tied times, float sums, ...). The shuffle keeps the rows of one source
-    partition in their order; the sort is stable."""
-    times, parts = messages["timestamp"].to_numpy(), messages["part"].to_numpy()
-    if len(messages) > 1:
-        steps, moves = np.diff(times), np.diff(parts)
-        if not np.all((steps > 0) | ((steps == 0) & (moves >= 0))):
-            messages = messages.iloc[np.lexsort((parts, times))]
-    return messages
-
-
-def _without_heartbeats(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame without heartbeat rows (``persistent.runtime.heartbeats``): no event time, no bad-record mark."""
-    times = frame["timestamp"]
-    if times.dtype.kind != "f":  # Spark hands over a bigint column with nulls as floats
-        return frame
-    beats = times.isna() & frame[BAD_RECORD_COLUMN].isna()
-    if not beats.any():
-        return frame
-    frame = frame[~beats.to_numpy()]
-    if frame["timestamp"].notna().all():
-        frame = frame.assign(timestamp=frame["timestamp"].astype(np.int64))
-    return frame
-
-
-def _newest_ms(frame: pd.DataFrame) -> int:
-    """The newest event time of the frame's unmarked messages; -1 without any."""
-    times = frame.loc[frame[BAD_RECORD_COLUMN].isna(), "timestamp"]
-    return int(times.max()) if len(times) else -1
 
 
 def _output(results: pd.DataFrame, monoid, dead_letters: list[str]) -> pd.DataFrame:

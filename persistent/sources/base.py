@@ -25,12 +25,7 @@ from pyspark.sql.datasource import DataSource
 
 from persistent.storage.filesystems import JobStorage
 
-__all__ = ["Source", "Backlog", "MESSAGE_COLUMNS", "ARROW_BATCH_ROWS"]
-
-#: The columns of the messages a source produces.
-MESSAGE_COLUMNS = ["key", "timestamp", "value"]
-#: Rows per Arrow record batch a reader yields.
-ARROW_BATCH_ROWS = 65_536
+__all__ = ["Source", "Backlog"]
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from pyspark.sql.streaming.datasource import (
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
 from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError, InputError
-from persistent.sources.base import MESSAGE_COLUMNS, Backlog, Source
+from persistent.core.task import MESSAGE_COLUMNS
+from persistent.sources.base import Backlog, Source
 from persistent.storage.files_log import FilesLog, InputFileSystem, listing
 from persistent.storage.filesystems import JobStorage, cached_filesystem
 from state.fs import FileStatus

@@ -13,10 +13,14 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from persistent.core.errors import ConfigError
-from persistent.sources.base import ARROW_BATCH_ROWS, MESSAGE_COLUMNS, Backlog, Source
+from persistent.core.task import MESSAGE_COLUMNS
+from persistent.sources.base import Backlog, Source
 from persistent.storage.filesystems import JobStorage
 
 __all__ = ["GeneratorSource"]
+
+#: Rows per Arrow record batch the reader yields.
+_BATCH_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,8 @@ class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         import pyarrow as pa
 
         names = pa.array([f"k{k}" for k in range(self.keys)])
-        for low in range(partition.start, partition.end, ARROW_BATCH_ROWS):
-            index = np.arange(low, min(low + ARROW_BATCH_ROWS, partition.end), dtype=np.int64)
+        for low in range(partition.start, partition.end, _BATCH_ROWS):
+            index = np.arange(low, min(low + _BATCH_ROWS, partition.end), dtype=np.int64)
             yield pa.RecordBatch.from_arrays(
                 [names.take(index % self.keys), (index + 1) * self.step_ms, index], names=MESSAGE_COLUMNS
             )

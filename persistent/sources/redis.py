@@ -27,7 +27,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from persistent.core.errors import ConfigError, InputError
-from persistent.sources.base import MESSAGE_COLUMNS, Source
+from persistent.core.task import MESSAGE_COLUMNS
+from persistent.sources.base import Source
 
 __all__ = ["RedisSource"]
 

@@ -32,6 +32,8 @@ TESTS = {
     "state.clock_store": ("tests/state/",),
     "persistent.runtime.keygroup": ("tests/persistent/test_keygroup.py", "tests/persistent/test_badrecords.py"),
     "persistent.runtime.stateful": ("tests/persistent/test_stateful.py",),
+    "persistent.runtime.rows": ("tests/persistent/test_rows.py", "tests/persistent/test_stateful.py",
+                                "tests/persistent/test_badrecords.py"),
     "persistent.runtime.commit": ("tests/persistent/test_commit.py",),
     "persistent.storage.files_log": ("tests/persistent/test_sources.py", "tests/persistent/test_errors.py"),
 }

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from jobwriter import Counting, JobWriter, SlidingSum, three_batches
+from jobwriter import Counting, JobWriter, SlidingSum, four_batches
 
 
 @pytest.fixture
 def counting_job(tmp_path) -> JobWriter:
-    """A counting job of three key groups after ``three_batches``."""
+    """A counting job of three key groups after ``four_batches``."""
     writer = JobWriter(str(tmp_path / "job"), Counting())
-    three_batches(writer)
+    four_batches(writer)
     return writer
 
 
 @pytest.fixture
 def window_job(tmp_path) -> JobWriter:
-    """A sliding-window sum job of three key groups after ``three_batches``."""
+    """A sliding-window sum job of three key groups after ``four_batches``."""
     writer = JobWriter(str(tmp_path / "job"), SlidingSum())
-    three_batches(writer)
+    four_batches(writer)
     return writer

@@ -1,10 +1,12 @@
-"""Job directories written as the Spark runtime's driver writes them, without Spark.
+"""Job directories written as the Spark runtime writes them, without Spark.
 
-``JobWriter`` runs real key groups (``persistent.runtime.keygroup``) over micro-batches of
-messages, persists their due checkpoints with the real ``CheckpointStore`` as the
-executors do, and commits each batch from the groups' ``GroupReport``s with the
-runtime's own ``persistent.runtime.commit.Commit``: sink (``KeptResults``), clock,
-retention and the batch's ``BatchProgress``.
+``JobWriter`` runs micro-batches of messages through the runtime's own key group
+function (``persistent.runtime.stateful.group_function``, with the fakes of
+``spark_groups`` for Spark's ``GroupState`` and accumulator): the key groups apply
+their messages, write their due checkpoints and report them as on the executors.
+It then commits each batch from the groups' ``GroupReport``s with the runtime's own
+``persistent.runtime.commit.Commit``: sink (``KeptResults``), clock, retention and
+the batch's ``BatchProgress``.
 ``run_cli`` runs the command line in the test's process.
 """
 
@@ -17,17 +19,19 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+from spark_groups import Accumulator, GroupState, frame
 
 from monoids import Count, Sum
 from persistent import PersistentTask
+from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.runtime.commit import Commit
-from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
 from persistent.runtime.reports import GroupReport
+from persistent.runtime.stateful import RESULT_COLUMNS, group_function
 from persistent.sinks.base import BatchId, Sink
+from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import BatchProgress, JobDirectory
 from persistent.tools import cli
 from state import NonWindowState, Window, WindowState
-from state.checkpoint_store import Written
 from state.fs import FileSystem, LocalFileSystem
 
 
@@ -56,50 +60,59 @@ class JobWriter:
                  fs: FileSystem | None = None):
         self.directory = JobDirectory(fs or LocalFileSystem(), root)
         self.task, self.interval_ms, self.group_count = task, interval_ms, groups
-        self.groups: dict[int, KeyGroup] = {}
+        #: Each key group's state in Spark's state store, once it has run.
+        self.states: dict[int, GroupState] = {}
         self.sent: list[tuple[str, int, int]] = []
         self.sink = KeptResults()
         self.batches = 0
         recovery = self.directory.plan(groups)  # a fresh start, as Job.start plans it
         self.commit = Commit(self.directory, recovery, self.sink, windowed=isinstance(task.state_spec(), WindowState))
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
+        self.reports = Accumulator()
+        self.run_group = group_function(task, interval_ms, recovery, checkpoints=True, mode=BadRecords.FAIL,
+                                        late_records=LateRecords.DROP, carries=True, storage=JobStorage(root),
+                                        reports=self.reports)
 
     def group_of(self, key: str) -> int:
+        """The key group of ``key`` (Spark hashes keys its own way)."""
         return zlib.crc32(key.encode()) % self.group_count
 
-    def batch(self, messages: list[tuple[str, int, int]], watermark_ms: int, *, finished_at_ms: int = 1_700_000_000_000,
+    @property
+    def watermark_ms(self) -> int:
+        """The job's watermark in the next micro-batch: the newest event time of the
+        batches before (the watermark delay is 0); Spark's starts at 0, the job's at 1."""
+        return max([1, *(ts for _, ts, _ in self.sent)])
+
+    def batch(self, messages: list[tuple[str, int, int]], *, finished_at_ms: int = 1_700_000_000_000,
               seconds: float = 0.5, dead_letters: int = 0, checkpoint_seconds: float = 0.0,
               commit_seconds: float = 0.0) -> BatchProgress:
-        """One micro-batch: ``(key, timestamp_ms, value)`` messages, then the watermark; returns its progress.
+        """One micro-batch of ``(key, timestamp_ms, value)`` messages at ``watermark_ms``;
+        returns its progress. As on Spark, a key group runs when it has messages or its
+        timeout fired (the watermark reached its next checkpoint boundary).
 
         The first key group's report carries ``dead_letters`` (as late messages it
-        output; none is written) and ``checkpoint_seconds``; the commit takes
-        ``commit_seconds`` of the batch's ``seconds`` and ends at ``finished_at_ms``."""
-        frame = pd.DataFrame(messages, columns=list(MESSAGE_COLUMNS))
-        reports, outputs = [], []
-        touched = {self.group_of(key) for key, _, _ in messages} | set(self.groups)
-        for grp in sorted(touched):
-            group = self.groups.setdefault(grp, KeyGroup(self.task, self.interval_ms))
-            mine = frame[[self.group_of(key) == grp for key in frame["key"]]]
-            output = group.process(mine.reset_index(drop=True), watermark_ms)
-            outputs.append(output.results)
-            written, checkpoint_ms = Written(0, 0), None
-            if output.checkpoint is not None:  # written by the group, on its executor
-                checkpoint_ms, data = output.checkpoint
-                written = self.directory.store(grp).persist(checkpoint_ms, data)
+        output; none is written) and ``checkpoint_seconds``, the others' none; the
+        commit takes ``commit_seconds`` of the batch's ``seconds`` and ends at
+        ``finished_at_ms``."""
+        watermark_ms, results, reports = self.watermark_ms, [], []
+        mine = {grp: [(k, ts, v, 0) for k, ts, v in messages if self.group_of(k) == grp]
+                for grp in {self.group_of(key) for key, _, _ in messages}}
+        for grp in range(self.group_count):
+            state = self.states.get(grp)
+            if state is not None:
+                state.watermark_ms = watermark_ms
+            if grp not in mine and not (state and state.timed_out):
+                continue
+            state = self.states.setdefault(grp, GroupState(watermark_ms))
+            for row in self.run_group((grp,), iter([frame(mine[grp])] if grp in mine else []), state):
+                results.append(pd.DataFrame({name: row[name][0] for name in RESULT_COLUMNS}))
             first = not reports
-            reports.append(GroupReport(
-                grp=grp, applied=output.applied, late=output.late, replayed=output.replayed,
-                results=len(output.results), watermark_ms=watermark_ms,
-                max_time_ms=int(mine["timestamp"].max()) if len(mine) else -1, state_bytes=len(group.encode()),
-                late_records=dead_letters if first else 0, checkpoint_ms=checkpoint_ms,
-                checkpoint_bytes=written.size, checkpoint_crc=written.crc,
-                checkpoint_seconds=checkpoint_seconds if first else 0.0,
-            ))
+            reports.append(dataclasses.replace(self.reports.value[grp], late_records=dead_letters if first else 0,
+                                               checkpoint_seconds=checkpoint_seconds if first else 0.0))
         self.sent.extend(messages)
         commit = dataclasses.replace(self.commit, timer=CommitTime(seconds - commit_seconds, commit_seconds,
                                                                    finished_at_ms))
-        results = pd.concat(outputs, ignore_index=True) if outputs else pd.DataFrame()
+        results = pd.concat(results, ignore_index=True) if results else pd.DataFrame()
         progress = commit(self.batches, Computed(results, reports))
         self.batches += 1
         return progress
@@ -162,15 +175,18 @@ class CommitTime:
         return self.finished_at_ms / 1000
 
 
-def three_batches(writer: JobWriter) -> None:
-    """Keys k0..k6 over event times 0..449 in three batches: checkpoints at 100, 200 and 400."""
-    messages = [(f"k{i % 7}", ts, i % 5) for i, ts in enumerate(range(0, 450, 3))]
-    writer.batch([m for m in messages if m[1] < 150], watermark_ms=150, finished_at_ms=1_700_000_000_000, seconds=0.5,
-                 checkpoint_seconds=0.03, commit_seconds=0.2)
-    writer.batch([m for m in messages if 150 <= m[1] < 250], watermark_ms=250, finished_at_ms=1_700_000_001_000,
-                 seconds=0.25, dead_letters=2, checkpoint_seconds=0.015, commit_seconds=0.125)
-    writer.batch([m for m in messages if m[1] >= 250], watermark_ms=450, finished_at_ms=1_700_000_002_000,
-                 seconds=1.0, dead_letters=1, checkpoint_seconds=0.06, commit_seconds=0.5)
+def four_batches(writer: JobWriter) -> None:
+    """Keys k0..k6 over event times 1..448 in four batches, each at the newest time of
+    the ones before: checkpoints at 100, 200 and 400 in the last three."""
+    messages = [(f"k{i % 7}", ts, i % 5) for i, ts in enumerate(range(1, 450, 3))]
+    writer.batch([m for m in messages if m[1] < 150], finished_at_ms=1_700_000_000_000, seconds=0.5,
+                 commit_seconds=0.2)
+    writer.batch([m for m in messages if 150 <= m[1] < 250], finished_at_ms=1_700_000_001_000, seconds=0.25,
+                 dead_letters=2, checkpoint_seconds=0.015, commit_seconds=0.125)
+    writer.batch([m for m in messages if 250 <= m[1] < 410], finished_at_ms=1_700_000_002_000, seconds=1.0,
+                 checkpoint_seconds=0.03, commit_seconds=0.5)
+    writer.batch([m for m in messages if m[1] >= 410], finished_at_ms=1_700_000_003_000, seconds=0.125,
+                 dead_letters=1, checkpoint_seconds=0.06, commit_seconds=0.0625)
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

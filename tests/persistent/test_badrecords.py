@@ -14,14 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiles import examples
+from spark_groups import spark_rows
 
 from monoids import Sum
 from persistent import PersistentTask
-from persistent.core.badrecords import (
-    BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
-)
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
 from persistent.core.errors import ConfigError
 from persistent.runtime.keygroup import KeyGroup
+from persistent.runtime.rows import Kind, decode
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, Window, WindowState
 
@@ -232,23 +232,22 @@ def test_an_overflow_in_fail_mode_leaves_the_group_as_it_was(task):
 def test_rows_marked_by_the_source_are_bad_records_unless_before_the_restore_point():
     group = KeyGroup(PassValues(), 100, floor_ms=10)
     marked = [BadRecord(f"in/a.jsonl line {n}", "not json", "not JSON").json() for n in (1, 2)]
-    frame = pd.DataFrame({
-        "key": ["a", None, "a", None, "b"],
-        "timestamp": [5.0, np.nan, 12.0, 4.0, 13.0],  # as Spark hands a bigint column with nulls
-        "value": [1, 0, 2, 0, 3],  # numbers are never null in marked rows: they would turn to floats
-        BAD_RECORD_COLUMN: [None, marked[0], None, marked[1], None],
-    })
-    outcome = group.apply(frame, BadRecords.DEAD_LETTER)
+    message, bad = Kind.MESSAGE, Kind.BAD_RECORD
+    rows = decode([spark_rows([message, bad, message, bad, message], ["a", None, "a", None, "b"],
+                              [5, None, 12, 4, 13], [1, 0, 2, 0, 3], [None, marked[0], None, marked[1], None],
+                              [0] * 5)])
+    outcome = group.apply(rows.messages, BadRecords.DEAD_LETTER, marked=rows.marked)
     assert (outcome.applied, outcome.replayed, outcome.late_count) == (2, 2, 0)
     assert outcome.bad == [BadRecord.from_json(marked[0])]
     assert group.table.get("a") == 2 and group.table.get("b") == 3
     with pytest.raises(BadRecordError, match=r"in/a\.jsonl line 1") as failed:
-        group.apply(frame, BadRecords.FAIL)
+        group.apply(rows.messages, BadRecords.FAIL, marked=rows.marked)
     assert failed.value.record == BadRecord.from_json(marked[0])
     # Behind the watermark, the good message at 12 ms is late; the marked rows stay bad records.
-    outcome = KeyGroup(PassValues(), 100, floor_ms=10).apply(frame, BadRecords.DEAD_LETTER, 13)
-    assert (outcome.applied, outcome.replayed, outcome.late.values.tolist(), len(outcome.bad)) == (1, 2, [["a", 12, 2]], 1)
-    assert outcome.late["timestamp"].dtype == np.int64  # times again, once the marked rows' nulls are gone
+    outcome = KeyGroup(PassValues(), 100, floor_ms=10).apply(rows.messages, BadRecords.DEAD_LETTER, 13, rows.marked)
+    assert (outcome.applied, outcome.replayed, outcome.late.values.tolist(), len(outcome.bad)) == (
+        1, 2, [["a", 12, 2]], 1)
+    assert outcome.late["timestamp"].dtype == np.int64  # times, though Spark handed them over as floats
 
 
 def test_a_task_that_fails_on_every_message_dead_letters_each_once():

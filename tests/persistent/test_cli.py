@@ -132,30 +132,32 @@ def test_status_reports_batches_watermark_clocks_state_sizes_and_dead_letters(ca
     assert code == 0
     lines = out.splitlines()
     assert lines[1] == "generation     0, started fresh, 3 key groups"
-    assert lines[2].startswith("last batch     0.2, committed 2023-11-14T22:13:22.000+00:00 (")
-    assert lines[3].startswith("watermark      450 ms  1970-01-01T00:00:00.450+00:00  (")
+    assert lines[2].startswith("last batch     0.3, committed 2023-11-14T22:13:23.000+00:00 (")
+    assert lines[3].startswith("watermark      409 ms  1970-01-01T00:00:00.409+00:00  (")
     assert re.search(r"\(\S+ d behind wall time\)$", lines[3])
-    assert lines[4] == "throughput     150 rows in 1.8 s of processing in the last 3 batch(es): 86 rows/s"
-    assert lines[5] == "dead letters   3 in the last 3 batch(es)"
+    assert lines[4] == "throughput     150 rows in 1.9 s of processing in the last 4 batch(es): 80 rows/s"
+    assert lines[5] == "dead letters   3 in the last 4 batch(es)"
     files = (Path(counting_job.directory.root) / "checkpoints").rglob("*")
     written = sum(f.stat().st_size for f in files if f.is_file())
-    assert lines[6] == f"checkpoints    9 written ({written / 1024:.1f} KiB) in the last 3 batch(es)"
+    assert lines[6] == f"checkpoints    9 written ({written / 1024:.1f} KiB) in the last 4 batch(es)"
     assert lines[7].split() == ["batch", "committed", "rows", "rows/s", "results", "seconds", "commit", "s", "late",
                                 "replayed", "dead", "letters", "checkpoints", "checkpoint", "bytes", "checkpoint",
                                 "s", "clock"]
-    batches = [line.split() for line in lines[8:11]]
-    assert [b[:2] for b in batches] == [["0.0", "22:13:20.000"], ["0.1", "22:13:21.000"], ["0.2", "22:13:22.000"]]
+    batches = [line.split() for line in lines[8:12]]
+    assert [b[:2] for b in batches] == [["0.0", "22:13:20.000"], ["0.1", "22:13:21.000"], ["0.2", "22:13:22.000"],
+                                        ["0.3", "22:13:23.000"]]
     # rows, rows/s, seconds, commit s, dead letters, checkpoints, checkpoint s, clock
     assert [(int(b[2]), b[3], b[5], b[6], b[9], b[10], b[13], b[14]) for b in batches] == [
-        (50, "100", "0.500", "0.200", "0", "3", "0.030", "100"),
-        (34, "136", "0.250", "0.125", "2", "3", "0.015", "200"),
-        (66, "66", "1.000", "0.500", "1", "3", "0.060", "400"),
+        (50, "100", "0.500", "0.200", "0", "0", "0.000", "-"),  # the first batch's watermark: none due
+        (33, "132", "0.250", "0.125", "2", "3", "0.015", "100"),
+        (54, "54", "1.000", "0.500", "0", "3", "0.030", "200"),
+        (13, "104", "0.125", "0.062", "1", "3", "0.060", "400"),
     ]
     assert sum(int(b[2]) for b in batches) == len(counting_job.sent)
-    assert lines[11].startswith("clock          400 ms") and lines[11].endswith(", 50 ms behind the watermark)")
-    sizes = {g: len(group.encode()) for g, group in counting_job.groups.items()}
+    assert lines[12].startswith("clock          400 ms") and lines[12].endswith(", 9 ms behind the watermark)")
+    sizes = {g: len(state.value) for g, state in counting_job.states.items()}
     for g in range(3):
-        assert re.fullmatch(rf"  group-0000{g}  400 ms  \S+  state {sizes[g]} B", lines[12 + g])
+        assert re.fullmatch(rf"  group-0000{g}  400 ms  \S+  state {sizes[g]} B", lines[13 + g])
 
 
 def test_status_shows_the_figures_a_progress_record_of_an_older_version_lacks_as_dashes(capsys, counting_job):
@@ -173,9 +175,9 @@ def test_status_shows_the_figures_a_progress_record_of_an_older_version_lacks_as
 
 
 def test_status_shows_only_the_newest_batches_asked_for(capsys, counting_job):
-    _, out, _ = run_cli(capsys, "status", counting_job.directory.root, "--batches", "1")
-    assert "in the last 1 batch(es): 66 rows/s" in out
-    assert [line.split()[0] for line in out.splitlines() if line.startswith("  0.")] == ["0.2"]
+    _, out, _ = run_cli(capsys, "status", counting_job.directory.root, "--batches", "2")
+    assert "67 rows in 1.1 s of processing in the last 2 batch(es): 60 rows/s" in out
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("  0.")] == ["0.2", "0.3"]
 
 
 def test_status_of_a_job_without_progress_says_so_and_still_prints_the_clocks(capsys, counting_job):
@@ -269,7 +271,8 @@ def test_inspect_raw_prints_the_stored_monoid_value(capsys, tmp_path):
             return Averaged().prepare_column(messages["value"].to_numpy(dtype=float))
 
     writer = JobWriter(str(tmp_path / "job"), Mean(), groups=1)
-    writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 150, 9)], watermark_ms=100)
+    writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 150, 9)])
+    writer.batch([])  # at the watermark 150: the checkpoint at 100
     _, out, _ = run_cli(capsys, "inspect", writer.directory.root, "--key", "x")
     assert inspected(out)[0]["value"] == "1.5"
     _, out, _ = run_cli(capsys, "inspect", writer.directory.root, "--key", "x", "--raw")
@@ -333,7 +336,8 @@ def test_a_monoid_defined_outside_the_package_needs_its_module_imported(tmp_path
             return messages["value"].to_numpy(dtype="int64")
 
     writer = JobWriter(str(tmp_path / "job"), Tallying(), groups=1)
-    writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 30, 3)], watermark_ms=100)
+    writer.batch([("x", 10, 1), ("x", 20, 2), ("x", 30, 3), ("x", 150, 4)])
+    writer.batch([])  # at the watermark 150: the checkpoint at 100
     command = [sys.executable, "-m", "persistent.tools.cli", "inspect", writer.directory.root]
     alone = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert alone.returncode == 1

@@ -20,7 +20,7 @@ from persistent.storage.webhdfs import WebHdfsFileSystem
 from persistent.tools import cli
 from state.fs import TEMP_PREFIX, LocalFileSystem
 
-from jobwriter import Counting, JobWriter, run_cli, three_batches
+from jobwriter import Counting, JobWriter, four_batches, run_cli
 
 # -- the file system ----------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class socket_bound:
 def job_on_hdfs(hdfs_dir) -> str:
     """A counting job written over WebHDFS into ``jobs/count`` of ``hdfs_dir``: its webhdfs URI."""
     uri = f"{hdfs_dir.webhdfs_uri}/jobs/count"
-    three_batches(JobWriter(uri, Counting(), fs=WebHdfsFileSystem(uri)))
+    four_batches(JobWriter(uri, Counting(), fs=WebHdfsFileSystem(uri)))
     return uri
 
 

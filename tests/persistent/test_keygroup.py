@@ -18,7 +18,7 @@ from profiles import examples
 
 from monoids import Count, Last, Sum, Timestamped
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
-from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords
+from persistent.core.badrecords import BadRecords
 from persistent.runtime.keygroup import Base
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
@@ -645,23 +645,6 @@ def test_a_group_drops_the_messages_before_its_restore_point_as_replayed(made):
 
 def test_a_group_started_at_a_restore_point_takes_no_checkpoint_there():
     assert KeyGroup(VectorizedCount(), 100, floor_ms=300).advance(300)[1] is None
-
-
-def test_process_is_one_micro_batch_of_the_group():
-    group = KeyGroup(VectorizedCount(), 100, floor_ms=100)
-    bad = BadRecord(None, "x", "bad")
-    first = group.process(pd.DataFrame({"key": ["a", "b", None], "timestamp": [50.0, 150, np.nan], "value": [1, 1, 0],
-                                        BAD_RECORD_COLUMN: [None, None, bad.json()]}), 200, BadRecords.DEAD_LETTER)
-    assert (first.replayed, first.late, first.applied, first.bad, first.checkpoint[0]) == (1, 0, 1, [bad], 200)
-    second = group.process(pd.DataFrame({"key": ["a", "c"], "timestamp": [180, 250], "value": [1, 1]}), 300)
-    assert (second.replayed, second.late, second.applied, second.bad, second.checkpoint[0]) == (0, 1, 1, [], 300)
-    assert [output.results.to_dict("list") for output in (first, second)] == [
-        {"key": ["b"], "window_start": [-1], "window_end": [-1], "value": [1]},
-        {"key": ["c"], "window_start": [-1], "window_end": [-1], "value": [1]},
-    ]
-    with pytest.raises(BadRecordError):  # by default a bad record fails the batch
-        group.process(pd.DataFrame({"key": [None], "timestamp": [np.nan], "value": [0],
-                                    BAD_RECORD_COLUMN: [bad.json()]}), 300)
 
 
 def test_a_message_at_time_0_is_applied():

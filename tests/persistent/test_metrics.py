@@ -30,24 +30,24 @@ def metrics(free_port):
 
 def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batches_published(metrics, counting_job):
     served, port = metrics
-    progress = counting_job.directory.read_progress(3)  # what persistent status shows
+    progress = counting_job.directory.read_progress(4)  # what persistent status shows
     for batch in progress:
         served.publish(batch)
     figures, last = scrape(port, "count"), progress[-1]
-    assert figures["persistent_batch_rows"] == last.rows == 66
+    assert figures["persistent_batch_rows"] == last.rows == 13
     assert figures["persistent_batch_results"] == last.results
     assert figures["persistent_batch_late_rows"] == last.late
     assert figures["persistent_batch_dead_letters"] == last.dead_letters == 1
-    assert figures["persistent_batch_duration_seconds"] == last.seconds == 1.0
-    assert figures["persistent_batch_commit_seconds"] == last.commit_seconds == 0.5
+    assert figures["persistent_batch_duration_seconds"] == last.seconds == 0.125
+    assert figures["persistent_batch_commit_seconds"] == last.commit_seconds == 0.0625
     assert figures["persistent_batch_checkpoints"] == last.checkpoints == 3
     assert figures["persistent_batch_checkpoint_bytes"] == last.checkpoint_bytes > 0
     assert figures["persistent_batch_checkpoint_seconds"] == last.checkpoint_seconds == 0.06
-    assert figures["persistent_watermark_seconds"] == 0.45
+    assert figures["persistent_watermark_seconds"] == 0.409
     assert figures["persistent_clock_seconds"] == 0.4
-    assert figures["persistent_clock_lag_seconds"] == pytest.approx(0.05)
+    assert figures["persistent_clock_lag_seconds"] == pytest.approx(0.009)
     assert figures["persistent_last_commit_timestamp_seconds"] == last.finished_at_ms / 1000
-    assert figures["persistent_batches_total"] == 3
+    assert figures["persistent_batches_total"] == 4
     assert figures["persistent_rows_total"] == sum(p.rows for p in progress) == len(counting_job.sent)
     assert figures["persistent_dead_letters_total"] == 3
     assert figures["persistent_checkpoints_total"] == 9

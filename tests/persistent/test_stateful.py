@@ -1,6 +1,5 @@
-"""The key groups' function (``persistent.runtime.stateful``) without Spark: fakes of
-Spark's ``GroupState`` and of the job's accumulator, and Spark's rows as
-``applyInPandasWithState`` hands them over; and its care of its Python worker."""
+"""The key groups' function (``persistent.runtime.stateful``) without Spark, with the
+fakes of ``spark_groups``; and its care of its Python worker."""
 
 from __future__ import annotations
 
@@ -11,19 +10,19 @@ import tempfile
 import time
 import traceback
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spark_groups import Accumulator, GroupState, frame, marked, rows
 from test_keygroup import VectorizedCount
 
 from monoids import Last, Timestamped
 from persistent import PersistentTask
-from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, LateRecords
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, LateRecords
 from persistent.core.faults import CrashPoint
 from persistent.runtime import stateful
-from persistent.runtime.reports import GroupReport, Reports
+from persistent.runtime.reports import GroupReport
 from persistent.runtime.stateful import DEAD_LETTERS, group_function
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import Recovery, RecoveryPath
@@ -59,62 +58,6 @@ def test_a_worker_freezes_what_it_holds_once_so_the_collections_after_its_tasks_
     stateful._freeze_the_libraries()
     assert gc.get_freeze_count() == frozen
     assert seen_by_the_collector(later[0])
-
-
-class GroupState:
-    """What ``run_group`` uses of Spark's ``GroupState``: the state's one value, the
-    watermark, the timeout."""
-
-    def __init__(self, watermark_ms: int):
-        self.value, self.watermark_ms, self.timeout_ms = None, watermark_ms, None
-
-    @property
-    def exists(self) -> bool:
-        return self.value is not None
-
-    @property
-    def get(self) -> tuple:
-        return (self.value,)
-
-    def update(self, value: tuple) -> None:
-        (self.value,) = value
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (Spark's name)
-        return self.watermark_ms - 1
-
-    def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 (Spark's name)
-        self.timeout_ms = ms
-
-
-class Accumulator:
-    """The job's accumulator of reports on one process: the reports by key group, the latest of each."""
-
-    def __init__(self):
-        self.value = Reports().zero({})
-
-    def add(self, more: dict) -> None:
-        self.value = Reports().addInPlace(self.value, more)
-
-
-def frame(messages: list[tuple[str, int, int, int]], beats: int = 0) -> pd.DataFrame:
-    """Spark's rows of ``(key, timestamp, value, part)`` messages for a key group, as
-    ``applyInPandasWithState`` hands them over, then ``beats`` heartbeat rows: with
-    them, Spark's bigint columns hold nulls and arrive as floats."""
-    nulls = [None] * beats
-    keys, times, values, parts = ([*column, *nulls] for column in zip(*messages))
-    return pd.DataFrame({"key": keys, "timestamp": times, "value": values,
-                         BAD_RECORD_COLUMN: [None] * len(keys), "part": parts})
-
-
-def rows(keys: list[str], timestamp_ms: int) -> pd.DataFrame:
-    """Spark's rows of messages of value 1, all at ``timestamp_ms``."""
-    return frame([(key, timestamp_ms, 1, 0) for key in keys])
-
-
-def marked(record: BadRecord) -> pd.DataFrame:
-    """Spark's row of a record the source marked bad: no key, event time nor value."""
-    return pd.DataFrame({"key": [None], "timestamp": [np.nan], "value": [np.nan],
-                         BAD_RECORD_COLUMN: [record.json()], "part": [0]})
 
 
 def totals(out: pd.DataFrame) -> dict:
@@ -306,7 +249,7 @@ def test_bad_records_and_late_messages_are_the_groups_dead_letters(tmp_path):
                                    late_records=LateRecords.OUTPUT)
     (out,) = run_group((0,), iter([rows(["a"], 99), marked(bad), rows(["b"], 100)]), GroupState(watermark_ms=100))
     assert totals(out) == {"b": 1}
-    assert [BadRecord.from_json(text) for text in out[DEAD_LETTERS][0]] == [bad, BadRecord.late("a", 99, 1.0, 100)]
+    assert [BadRecord.from_json(text) for text in out[DEAD_LETTERS][0]] == [bad, BadRecord.late("a", 99, 1, 100)]
     report = reports.value[0]
     assert (report.bad_records, report.late_records, report.late, report.applied) == (1, 1, 1, 1)
     assert report.max_time_ms == 100

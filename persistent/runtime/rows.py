@@ -1,0 +1,310 @@
+"""The key groups' input: the rows ``applyInPandasWithState`` hands ``run_group``.
+
+One schema, both ends. The planner builds a key group's rows with the Spark
+expressions below, and ``run_group`` (``persistent.runtime.stateful``) reads them
+back with ``decode``, which hands ``KeyGroup.apply`` the group's messages, in the
+order it folds them, and the bad records among its rows. Each row says what it is
+in its ``kind`` (``Kind``):
+
+- a **message**: ``key``, ``timestamp`` (ms), ``value``, and ``part``, the source
+  partition it was read in;
+- a **bad record**, marked by its source or by the check of its event time
+  (``time_check``): its ``bad_record`` (``persistent.core.badrecords``), and its
+  event time if it has one; ``key`` and ``value`` are fillers of their columns'
+  types;
+- a **heartbeat** (``persistent.runtime.heartbeats``): it only wakes its group.
+
+``grp`` holds the key group's slot, which Spark groups the rows by
+(``persistent.runtime.layout``), and ``event_time`` a message's event time for
+Spark's watermark, nulled before the grouping (``watermarked``).
+
+The watermark: Spark's trails the job's by ``WATERMARK_LAG_MS``, so a message at the
+newest event time seen is in order (``docs/concepts.md``, "Late messages").
+``spark_delay`` sets Spark's, ``job_watermark_ms`` reads the job's in a group and
+``timeout_ms`` wakes a group once the job's reaches a time.
+
+The Spark side imports pyspark inside its functions: a test of a task
+(``persistent.tools.testing``) needs none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import pandas as pd
+
+from persistent.core.badrecords import BAD_RECORD_COLUMN
+from persistent.core.task import MESSAGE_COLUMNS
+
+__all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_TIME", "ARROW_BATCH_ROWS",
+           "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
+           "heartbeat_columns", "no_mark", "watermarked", "spark_delay", "job_watermark_ms", "timeout_ms",
+           "Marked", "GroupRows", "decode"]
+
+KEY, TIMESTAMP, VALUE = MESSAGE_COLUMNS
+#: The column of a row's ``Kind``.
+KIND = "kind"
+#: The column of the source partition a message was read in.
+PART = "part"
+#: The column of the key group (its slot once grouped). Spark keeps its state by it:
+#: a Spark checkpoint names it.
+GROUP = "grp"
+#: The column of a message's event time that carries Spark's watermark.
+EVENT_TIME = "event_time"
+
+#: Rows per Arrow batch between the JVM and the key groups' Python workers: a key
+#: group's rows in one chunk (Spark hands a group's state to Python again with each).
+ARROW_BATCH_ROWS = 100_000
+#: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
+MAX_EVENT_TIME_MS = 253_402_300_799_999
+#: How far Spark's watermark trails the job's.
+WATERMARK_LAG_MS = 1
+
+
+class Kind(IntEnum):
+    """What a key group's row is."""
+
+    MESSAGE = 0
+    BAD_RECORD = 1
+    HEARTBEAT = 2
+
+
+# -- the Spark side: the planner's expressions --------------------------------------
+
+
+def time_check(skew_ms: int | None):
+    """A message's event time as ms (``bigint``), and its ``bad_record`` when that
+    time is unusable, else null: no integer, negative, after Spark's last timestamp,
+    or more than ``skew_ms`` after the micro-batch's time. It runs before the
+    watermark, which such a time would otherwise move."""
+    from pyspark.sql import functions as F
+
+    millis = F.col(TIMESTAMP).try_cast("bigint")
+
+    def bad(reason):
+        return F.to_json(F.struct(F.to_json(F.struct(*MESSAGE_COLUMNS)).alias("record"), reason.alias("reason")))
+
+    check = (
+        F.when(millis.isNull(), bad(F.lit("no event time: the timestamp is null or not an integer of ms")))
+        .when(millis < 0, bad(F.format_string("event time %d ms is negative", millis)))
+        .when(millis > MAX_EVENT_TIME_MS, bad(F.format_string("event time %d ms is after the year 9999", millis)))
+    )
+    if skew_ms is not None:
+        # In a streaming query current_timestamp() is the micro-batch's time, kept in
+        # Spark's offset log: a replayed batch decides the same.
+        batch_ms = F.unix_millis(F.current_timestamp())
+        check = check.when(millis > batch_ms + skew_ms, bad(F.format_string(
+            "event time %d ms is more than %d ms after the micro-batch's time %d ms",
+            millis, F.lit(skew_ms), batch_ms,
+        )))
+    return millis, check
+
+
+def message_columns(skew_ms: int | None) -> list:
+    """The columns of a message's row, over the prepared messages (``key``,
+    ``timestamp``, ``value``, ``bad_record``): its time in ms, its mark (the source's,
+    else ``time_check``'s), and ``part``: the source partition it was read in, the
+    same when a micro-batch is replayed from the same offsets."""
+    from pyspark.sql import functions as F
+
+    millis, check = time_check(skew_ms)
+    return [F.col(KEY), millis.alias(TIMESTAMP), F.col(VALUE),
+            F.coalesce(BAD_RECORD_COLUMN, check).alias(BAD_RECORD_COLUMN), F.spark_partition_id().alias(PART)]
+
+
+def _kind(of: Kind):
+    from pyspark.sql import functions as F
+
+    return F.lit(int(of)).cast("tinyint")
+
+
+def kind():
+    """``kind`` of a row of ``message_columns``: a bad record when it carries a mark."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col(BAD_RECORD_COLUMN).isNull(), _kind(Kind.MESSAGE)).otherwise(_kind(Kind.BAD_RECORD))
+
+
+def _is_message():
+    from pyspark.sql import functions as F
+
+    return F.col(KIND) == int(Kind.MESSAGE)
+
+
+def group(key_groups: int):
+    """``grp`` of a row with a ``kind``: its key group, ``pmod(hash(key), key_groups)``.
+    Bad records spread over the groups by their text."""
+    from pyspark.sql import functions as F
+
+    return (F.when(_is_message(), F.expr(f"pmod(hash({KEY}), {key_groups})"))
+            .otherwise(F.expr(f"pmod(hash({BAD_RECORD_COLUMN}), {key_groups})")))
+
+
+def _filler(data_type):
+    """A value of ``data_type`` for the key or value of a row that is no message: null,
+    except for numbers, whose nulls pandas would turn the whole column to floats for."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, NumericType
+
+    if isinstance(data_type, (NumericType, BooleanType)):
+        return F.lit(0).cast(data_type)
+    return F.lit(None).cast(data_type)
+
+
+def no_mark():
+    """The ``bad_record`` column of rows that carry none."""
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast("string").alias(BAD_RECORD_COLUMN)
+
+
+def marked_columns(types: dict) -> list:
+    """The prepared columns of a row its source marked bad, which ``prepare`` never
+    sees, over the source's rows: fillers of the prepared ``types`` (by column name)
+    for key and value, the source's time as the prepared type."""
+    from pyspark.sql import functions as F
+
+    return [_filler(types[KEY]).alias(KEY), F.col(TIMESTAMP).cast(types[TIMESTAMP]),
+            _filler(types[VALUE]).alias(VALUE), BAD_RECORD_COLUMN]
+
+
+def heartbeat_columns(types: dict) -> list:
+    """The columns of a heartbeat's row over the heartbeats (``grp``), those of the
+    messages' rows of ``types`` (by column name): no event time, no mark, no source
+    partition (-1)."""
+    from pyspark.sql import functions as F
+
+    return [_filler(types[KEY]).alias(KEY), F.lit(None).cast("bigint").alias(TIMESTAMP),
+            _filler(types[VALUE]).alias(VALUE), no_mark(), _kind(Kind.HEARTBEAT).alias(KIND),
+            F.lit(-1).alias(PART), F.col(GROUP)]
+
+
+def watermarked(rows, delay_ms: int):
+    """``rows`` with ``event_time``, which carries Spark's watermark (``spark_delay``)
+    and is null: the messages' event times move the watermark, and the column then
+    drops no late row.
+
+    The key groups decide what is late, against the micro-batch's watermark, and count
+    or output it. Spark's operator would drop late rows first, by its column that
+    carries the watermark's mark; nulled, the column drops none, and the mark keeps the
+    watermark (``getCurrentWatermarkMs``, event-time timeouts) working. Rows that are
+    no message have no event time: they neither move the watermark nor are late."""
+    from pyspark.sql import functions as F
+
+    timed = rows.withColumn(EVENT_TIME, F.when(_is_message(), F.timestamp_millis(TIMESTAMP))).withWatermark(
+        EVENT_TIME, spark_delay(delay_ms))
+    mark = timed.schema[EVENT_TIME].metadata
+    return timed.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=mark))
+
+
+# -- the watermark ----------------------------------------------------------------
+
+
+def spark_delay(delay_ms: int) -> str:
+    """Spark's watermark delay (``withWatermark``) for the job's ``delay_ms``."""
+    return f"{delay_ms + WATERMARK_LAG_MS} milliseconds"
+
+
+def job_watermark_ms(spark_watermark_ms: int) -> int:
+    """The job's watermark, of which Spark's is ``spark_watermark_ms``: a message older
+    than it is late, one at it in order."""
+    return spark_watermark_ms + WATERMARK_LAG_MS
+
+
+def timeout_ms(watermark_ms: int) -> int:
+    """The event-time timeout (``GroupState.setTimeoutTimestamp``) that wakes a group
+    once the job's watermark reaches ``watermark_ms``: Spark fires it when its own
+    watermark passes it, and a timeout is at least 1 ms."""
+    return max(watermark_ms - WATERMARK_LAG_MS - 1, 1)
+
+
+# -- the pandas side: run_group's decoder ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marked:
+    """The bad records among a key group's rows, in the order the group folds its rows:
+    their event times (``float64`` ms, NaN for none) and their ``bad_record`` JSON."""
+
+    times_ms: np.ndarray
+    records: np.ndarray
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """A key group's rows of a micro-batch, decoded (``decode``)."""
+
+    #: The messages (``key``, ``timestamp`` as ``int64`` ms, ``value``), in the order
+    #: the group folds them.
+    messages: pd.DataFrame
+    marked: Marked
+
+    @property
+    def count(self) -> int:
+        """Messages and bad records."""
+        return len(self.messages) + len(self.marked.records)
+
+    @property
+    def newest_ms(self) -> int:
+        """The newest event time of the messages; -1 without any."""
+        times = self.messages[TIMESTAMP].to_numpy()
+        return int(times.max()) if len(times) else -1
+
+
+#: The columns ``decode`` reads (not ``grp``, the group's key, nor the null ``event_time``).
+_READ = (KIND, *MESSAGE_COLUMNS, BAD_RECORD_COLUMN, PART)
+
+
+def decode(frames: Iterable[pd.DataFrame]) -> GroupRows:
+    """A key group's rows from Spark's chunks of them (``applyInPandasWithState``),
+    without heartbeats, by kind.
+
+    Both messages and bad records are in the order the group folds them: by event
+    time, then source partition, then their order in it, the same in every run of a
+    micro-batch, whatever order Spark's shuffle fetched the source partitions' rows in
+    (which matters for ``Last`` on tied times, float sums, ...). The shuffle keeps the
+    rows of one source partition in their order; the sort is stable.
+
+    Joined column by column: ``pd.concat`` of the chunks would first scan their
+    all-null columns for a common type, a sixth of a group's Python time. A bigint
+    column with nulls (a heartbeat's or bad record's time) arrives as floats."""
+    chunks = list(frames)
+    columns = {name: _joined([chunk[name].to_numpy() for chunk in chunks]) for name in _READ}
+    kinds = columns[KIND]
+    messages = kinds == Kind.MESSAGE
+    bad = kinds == Kind.BAD_RECORD
+    taken = {name: column[messages] if not messages.all() else column for name, column in columns.items()}
+    times = taken[TIMESTAMP]
+    if times.dtype.kind != "i":
+        times = times.astype(np.int64)
+    order = _fold_order(times, taken[PART])
+    frame = {KEY: taken[KEY], TIMESTAMP: times, VALUE: taken[VALUE]}
+    if order is not None:
+        frame = {name: column[order] for name, column in frame.items()}
+    marked = Marked(np.empty(0, dtype=np.float64), np.empty(0, dtype=object))
+    if bad.any():
+        bad_times = columns[TIMESTAMP][bad].astype(np.float64)
+        order = _fold_order(bad_times, columns[PART][bad])
+        marked = Marked(bad_times, columns[BAD_RECORD_COLUMN][bad])
+        if order is not None:
+            marked = Marked(bad_times[order], marked.records[order])
+    return GroupRows(pd.DataFrame(frame, copy=False), marked)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return np.empty(0, dtype=object)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _fold_order(times: np.ndarray, parts: np.ndarray) -> np.ndarray | None:
+    """The order that sorts rows by ``times`` then ``parts``, stably; None when they are
+    in it already (NaN times sort last)."""
+    if len(times) > 1:
+        steps, moves = np.diff(times), np.diff(parts)
+        if not np.all((steps > 0) | ((steps == 0) & (moves >= 0))):
+            return np.lexsort((parts, times))
+    return None

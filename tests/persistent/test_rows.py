@@ -1,0 +1,56 @@
+"""The key groups' input (``persistent.runtime.rows``) without Spark: the decoder of a
+group's rows, and the watermark's shift between Spark and the job."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from spark_groups import frame, marked, spark_rows
+
+from persistent.core.badrecords import BadRecord
+from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, job_watermark_ms, spark_delay, timeout_ms)
+
+
+def test_a_groups_rows_decode_to_its_messages_in_fold_order_and_its_bad_records_without_heartbeats():
+    late_bad, timeless_bad = BadRecord("f line 1", "x", "bad"), BadRecord("f line 2", "y", "no event time")
+    chunks = [frame([("b", 20, 2, 1), ("a", 10, 1, 1)], beats=1), marked(timeless_bad), marked(late_bad, 15, part=1),
+              frame([("c", 20, 3, 0)], beats=2)]
+    rows = decode(chunks)
+    assert rows.messages.to_dict("list") == {"key": ["a", "c", "b"], "timestamp": [10, 20, 20], "value": [1, 3, 2]}
+    assert rows.messages["timestamp"].dtype == np.int64  # Spark's floats, once the heartbeats' nulls are gone
+    assert [BadRecord.from_json(text) for text in rows.marked.records] == [late_bad, timeless_bad]
+    assert rows.marked.times_ms.tolist()[0] == 15 and np.isnan(rows.marked.times_ms[1])
+    assert (rows.count, rows.newest_ms) == (5, 20)  # a bad record's time is no message's
+
+
+@pytest.mark.parametrize("chunks", [[], [frame([], beats=3)]], ids=["no-rows", "heartbeats-only"])
+def test_a_group_woken_without_messages_decodes_to_none(chunks):
+    rows = decode(chunks)
+    assert (rows.count, rows.newest_ms, len(rows.messages), len(rows.marked.records)) == (0, -1, 0, 0)
+
+
+def test_a_groups_kinds_decide_what_its_rows_are_not_their_nulls():
+    # A message's key may be null and its value 0, as a filler's; its kind says it is one.
+    rows = decode([spark_rows([Kind.MESSAGE, Kind.HEARTBEAT], [None, None], [7, None], [0, 0], [None, None], [0, -1])])
+    assert rows.messages.to_dict("list") == {"key": [None], "timestamp": [7], "value": [0]}
+
+
+def test_sparks_watermark_delay_is_the_jobs_and_the_lag():
+    assert spark_delay(0) == f"{WATERMARK_LAG_MS} milliseconds" == "1 milliseconds"
+    newest_ms, delay_ms = 500, 30
+    spark_watermark_ms = newest_ms - int(spark_delay(delay_ms).split()[0])
+    assert job_watermark_ms(spark_watermark_ms) == newest_ms - delay_ms  # a message at it is in order
+
+
+@given(st.integers(3, 10**6), st.integers(0, 10**6))
+def test_a_groups_timeout_fires_once_the_jobs_watermark_reaches_its_time(time_ms, watermark_ms):
+    spark_watermark_ms = watermark_ms - WATERMARK_LAG_MS
+    fires = timeout_ms(time_ms) < spark_watermark_ms  # Spark fires a timeout its watermark has passed
+    assert job_watermark_ms(spark_watermark_ms) == watermark_ms
+    assert fires == (watermark_ms >= time_ms)
+
+
+def test_a_timeout_is_at_least_1_ms():
+    assert timeout_ms(1) == timeout_ms(2) == 1
