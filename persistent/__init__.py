@@ -5,10 +5,11 @@ Users subclass ``PersistentTask``; ``Job`` runs it on Spark Structured Streaming
 
 import importlib
 
-from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, LateRecords
 from persistent.core.errors import PersistentError
 from persistent.core.task import KeyState, Message, PersistentTask, TaskDefinitionError
 from persistent.runtime.keygroup import KeyGroup
+from persistent.storage.dead_letters import DeadLetters
 from persistent.storage.files_log import InputFileChangedError
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
 _LAZY = {
     "Job": "persistent.runtime.job",
     "RunningJob": "persistent.runtime.planner",
-    "BatchProgress": "persistent.storage.job_directory",
+    "BatchProgress": "persistent.storage.records",
     "Delivery": "persistent.runtime.delivery",
     "GeneratorSource": "persistent.sources.generator",
     "FilesSource": "persistent.sources.files",

@@ -12,7 +12,7 @@ So the query groups by a *slot* instead: key group ``g`` of ``G`` gets the small
 take the partitions in turn, no partition holding more than one group more than
 another, and the group is the slot modulo ``G``. Spark keeps its state by slot, so a
 Spark checkpoint is read with the slots it was written with: the job directory
-records its generation's partitions (``persistent.storage.job_directory.Generation``),
+records its generation's partitions (``persistent.storage.records.Generation``),
 and a generation recorded before slots existed groups by the group's number
 (``partitions`` None).
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from persistent.storage.job_directory import BatchProgress
+from persistent.storage.records import BatchProgress
 
 __all__ = ["JobMetrics", "GAUGES", "COUNTERS"]
 

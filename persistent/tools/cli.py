@@ -22,7 +22,8 @@ import time
 from typing import NoReturn
 
 from persistent.core.errors import PersistentError
-from persistent.storage.job_directory import BatchProgress, JobDirectory
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.records import BatchProgress
 from persistent.tools.environment import EnvironmentProblem, check_java
 from persistent.tools.inspection import (
     JobDirectoryError,

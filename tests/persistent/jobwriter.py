@@ -24,7 +24,9 @@ from persistent.runtime.commit import Commit
 from persistent.runtime.keygroup import MESSAGE_COLUMNS, KeyGroup
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import BatchProgress, JobDirectory
+from persistent.runtime.recovery import plan
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.records import BatchProgress
 from persistent.tools import cli
 from state import NonWindowState, Window, WindowState
 from state.checkpoint_store import Written
@@ -60,7 +62,7 @@ class JobWriter:
         self.sent: list[tuple[str, int, int]] = []
         self.sink = KeptResults()
         self.batches = 0
-        recovery = self.directory.plan(groups)  # a fresh start, as Job.start plans it
+        recovery = plan(self.directory, groups)  # a fresh start, as Job.start plans it
         self.commit = Commit(self.directory, recovery, self.sink, windowed=isinstance(task.state_spec(), WindowState))
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
 

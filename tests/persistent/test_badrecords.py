@@ -18,10 +18,11 @@ from profiles import examples
 from monoids import Sum
 from persistent import PersistentTask
 from persistent.core.badrecords import (
-    BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
+    BAD_RECORD_COLUMN, BadRecord, BadRecordError, BadRecords, LateRecords
 )
 from persistent.core.errors import ConfigError
 from persistent.runtime.keygroup import KeyGroup
+from persistent.storage.dead_letters import DeadLetters
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, Window, WindowState
 
