@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from persistent.core.errors import ConfigError
+
 __all__ = ["group_slots", "spark_hashes", "slot_group"]
 
 #: Spark's int column holds a slot: the largest one is below this.
@@ -54,7 +56,7 @@ def group_slots(key_groups: int, partitions: int | None) -> list[int]:
 
     Each group tries ``g``, ``g + key_groups``, ... until one lands in its partition,
     all groups at once: about ``partitions`` tries each. A slot must fit Spark's int
-    column, else ``ValueError``."""
+    column, else ``ConfigError`` (the job's ``key_groups`` is too many)."""
     if partitions is None:
         return list(range(key_groups))
     slots = np.arange(key_groups, dtype=np.int64)
@@ -63,7 +65,7 @@ def group_slots(key_groups: int, partitions: int | None) -> list[int]:
     while trying.size:
         slots[trying] += key_groups
         if slots[trying].max() >= _INT_LIMIT:
-            raise ValueError(
+            raise ConfigError(
                 f"{key_groups} key groups over {partitions} partitions: a group's slot does not fit Spark's int "
                 f"column; run the job with fewer key groups"
             )
