@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
 from persistent.runtime.recovery import Recovery
+from persistent.sources.base import python_data_source
 from persistent.storage.job_directory import JobDirectory
 
 __all__ = ["heartbeats", "FORMAT"]
@@ -66,28 +67,13 @@ class _HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for group in range(partition.groups):
             yield (group,)
 
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _HeartbeatDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> str:
-        return _SCHEMA
-
-    def streamReader(self, schema):
-        return _HeartbeatReader(self.options)
-
 
 def heartbeats(spark, recovery: Recovery, directory: JobDirectory):
     """The streaming DataFrame of heartbeats (column ``grp``) of the generation
     ``recovery`` starts or continues, for its key groups."""
     if recovery.heartbeat_files:
         return spark.readStream.schema(_SCHEMA).json(_literal(directory.spark_log.write_heartbeats(recovery.key_groups)))
-    spark.dataSource.register(_HeartbeatDataSource)
+    spark.dataSource.register(python_data_source(FORMAT, lambda options: _SCHEMA, _HeartbeatReader))
     return spark.readStream.format(FORMAT).option("key_groups", str(recovery.key_groups)).load()
 
 
