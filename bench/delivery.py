@@ -26,7 +26,6 @@ import fcntl
 import json
 import os
 import platform
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ import count  # noqa: E402
 from bench.measure import batches_of, directory_bytes  # noqa: E402
 from persistent.runtime.delivery import Delivery, Effects  # noqa: E402
 from persistent.sinks.base import Sink  # noqa: E402
+from persistent.storage.filesystems import JobStorage  # noqa: E402
 from persistent.tools.session import spark_session  # noqa: E402
 
 #: The sink's writes that fail (counted from 1, replays too): instead of writing, and after writing.
@@ -144,7 +144,7 @@ def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_check
         if not failed:
             break
         if lose_spark_checkpoint:
-            shutil.rmtree(workdir / "ck" / "spark")
+            JobStorage(job.checkpoint_dir).directory().spark_log.delete()
     expected = {f"k{k}": len(range(k, args.total, args.keys)) for k in range(args.keys)}
     effects = Effects(expected, totals(workdir))
     # The first start is no restart: each entry describes the start after a failure.

@@ -17,6 +17,7 @@ from monoids import Averaged, AveragedValue
 from persistent import Job, PersistentTask
 from persistent.runtime.planner import Plan
 from persistent.sinks.base import Sink
+from persistent.storage.filesystems import JobStorage
 from state import NonWindowState, Window, WindowState
 
 __all__ = ["SparkRuns", "WINDOW_STEP_MS", "WINDOW_SIZE_MS", "CHECKPOINT_INTERVAL_MS"]
@@ -214,7 +215,7 @@ class SparkRuns:
         the restart to the end of its first micro-batch (path A: Spark's checkpoint is
         there; path B: it is lost, so the job restores every task at the clock)."""
         if lose_spark_checkpoint:
-            shutil.rmtree(Path(job.checkpoint_dir) / "spark")
+            JobStorage(job.checkpoint_dir).directory().spark_log.delete()
         job = replace(job, source=ParquetInput(dataset.files + (dataset.extra,), job.source.view_root))
         started = time.time()
         running = job.start(self.spark, available_now=True)

@@ -11,7 +11,8 @@ A job chooses with ``BadRecords`` what happens to them:
 
 - ``FAIL``: the micro-batch fails with a ``BadRecordError`` naming the record and
   its position, before anything of that batch reaches the sink or the clock;
-- ``DEAD_LETTER``: the record goes to the dead-letter output (``DeadLetters``), is
+- ``DEAD_LETTER``: the record goes to the dead-letter output
+  (``persistent.storage.dead_letters.DeadLetters``), is
   counted in the progress record, and the other records are processed.
 
 Either way a bad record changes no state.
@@ -27,8 +28,7 @@ This module is pure Python: the readers, the key groups and the driver share it.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -36,8 +36,7 @@ import numpy as np
 from persistent.core.choices import Choice
 from persistent.core.errors import InputError
 
-__all__ = ["BadRecords", "LateRecords", "BadRecord", "BadRecordError", "DeadLetters", "BAD_RECORD_COLUMN",
-           "late_messages"]
+__all__ = ["BadRecords", "LateRecords", "BadRecord", "BadRecordError", "BAD_RECORD_COLUMN", "late_messages"]
 
 #: Column that marks a bad record in a source's rows: null for a good row, else the
 #: ``BadRecord`` as JSON.
@@ -155,50 +154,3 @@ class BadRecordError(InputError):
             return BadRecord.from_dict(data)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None  # cut or changed on its way: the error says what it says
-
-
-class DeadLetters:
-    """The dead-letter output: one directory of JSON lines per micro-batch,
-    ``DIR/generation=G/batch=N/``, each line a ``BadRecord`` (``position``, ``record``,
-    ``reason``; for a late message also ``event_time_ms`` and ``watermark_ms``). A
-    replayed batch overwrites its own directory, so each record of a batch is listed
-    once. After a restart from the clock (recovery path B) the sources
-    re-read records, and one without an event time (so not recognized as before the
-    restore point) may be listed again in the new generation, at the same position."""
-
-    def __init__(self, directory: str):
-        self.directory = directory.rstrip("/")
-
-    def write(self, records, batch) -> None:
-        """Writes a Spark DataFrame whose one string column holds ``BadRecord`` JSON."""
-        target = f"{self.directory}/generation={batch.generation}/batch={batch.batch:010d}"
-        records.coalesce(1).write.mode("overwrite").text(target)
-
-    def read(self):
-        """All dead letters in a local directory, as pandas (columns ``generation``,
-        ``batch``, ``position``, ``record``, ``reason``, ``event_time_ms`` and
-        ``watermark_ms``), oldest batch first."""
-        import pandas as pd
-
-        from state.fs import local_path
-
-        root = local_path(self.directory)
-        rows = []
-        for generation in _partitions(root, "generation"):
-            for batch in _partitions(os.path.join(root, f"generation={generation}"), "batch"):
-                folder = os.path.join(root, f"generation={generation}", f"batch={batch:010d}")
-                for name in sorted(os.listdir(folder)):
-                    if name.startswith("part-"):
-                        with open(os.path.join(folder, name), encoding="utf-8") as lines:
-                            rows.extend({"generation": generation, "batch": batch, **asdict(BadRecord.from_json(line))}
-                                        for line in lines if line.strip())
-        columns = ["generation", "batch", *(f.name for f in fields(BadRecord))]
-        return pd.DataFrame(rows, columns=columns).astype({"event_time_ms": "Int64", "watermark_ms": "Int64"})
-
-
-def _partitions(folder: str, name: str) -> list[int]:
-    """The sorted values of the ``name=VALUE`` subdirectories of ``folder``."""
-    if not os.path.isdir(folder):
-        return []
-    prefix = f"{name}="
-    return sorted(int(entry[len(prefix):]) for entry in os.listdir(folder) if entry.startswith(prefix))

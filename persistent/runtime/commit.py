@@ -52,14 +52,9 @@ from persistent.core.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import (
-    BatchProgress,
-    JobDirectory,
-    Recovery,
-    RewindPositions,
-    task_index,
-    task_name,
-)
+from persistent.runtime.recovery import Recovery
+from persistent.storage.job_directory import JobDirectory, task_index, task_name
+from persistent.storage.records import BatchProgress, RewindPositions
 from state.errors import ClockError
 
 __all__ = ["Commit", "MicroBatch", "Timer"]
@@ -191,28 +186,29 @@ class Commit:
         task the clock knows has reported the newest of them."""
         clock = self.directory.clock
         record = clock.read()
-        task_clocks = dict(record.task_clocks) if record else {}
+        # The clock names its tasks; the commit counts in key groups, as the reports do.
+        known = {task_index(task): ms for task, ms in record.task_clocks.items()} if record else {}
+        group_clocks = dict(known)
         if checkpoints:
             newest = max(checkpoints.values())
-            silent = [task for task, ms in task_clocks.items() if ms < newest and task_index(task) not in checkpoints]
+            silent = [grp for grp, ms in sorted(known.items()) if ms < newest and grp not in checkpoints]
             if silent:
                 raise ClockError(
                     f"micro-batch {batch.generation}.{batch.batch} of {self.directory.root}: the watermark passed "
-                    f"the checkpoint boundary {newest} ms but task(s) {', '.join(silent)} reported no checkpoint "
-                    f"there; the clock stays at {record.clock_ms} ms"
+                    f"the checkpoint boundary {newest} ms but task(s) {', '.join(map(task_name, silent))} reported "
+                    f"no checkpoint there; the clock stays at {record.clock_ms} ms"
                 )
         for grp, time_ms in checkpoints.items():
-            name = task_name(grp)
-            task_clocks[name] = max(time_ms, task_clocks.get(name, 0))
-        if not task_clocks:
+            group_clocks[grp] = max(time_ms, group_clocks.get(grp, 0))
+        if not group_clocks:
             return None
-        if record is None or task_clocks != record.task_clocks:
+        if record is None or group_clocks != known:
             # Task clocks only grow, and a new task's first checkpoint is at the current
             # boundary, so the minimum never moves backwards.
-            clock_ms = min(task_clocks.values())
+            clock_ms = min(group_clocks.values())
             if self.rewind_positions is not None and (record is None or clock_ms != record.clock_ms):
                 self.directory.record_rewind_positions(RewindPositions(clock_ms, self.rewind_positions(clock_ms)))
-            record = clock.advance(clock_ms, task_clocks)
+            record = clock.advance(clock_ms, {task_name(grp): ms for grp, ms in sorted(group_clocks.items())})
         return record.clock_ms
 
     def _retain(self, checkpoints: dict[int, int]) -> None:

@@ -34,7 +34,10 @@ from __future__ import annotations
 from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import DeliveryPosition, JobDirectory, Recovery, RecoveryPath, state_partitions
+from persistent.runtime import recovery
+from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.records import DeliveryPosition
 
 __all__ = ["Delivery", "Position", "Effects", "plan", "write_effects"]
 
@@ -68,22 +71,23 @@ class Delivery(Choice):
 def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, default_key_groups: int,
          description: dict | None = None, sink_generation: int | None = None, cores: int | None = None) -> Recovery:
     """How the job starts with ``delivery`` on ``cores``: at-most-once after its position,
-    the others as ``JobDirectory.plan`` says. A directory keeps the setting it was written with."""
+    the others as ``persistent.runtime.recovery.plan`` says. A directory keeps the setting it was written with."""
     _keep_setting(directory, delivery)
     if delivery is Delivery.AT_MOST_ONCE:
         return Position(directory).restart(key_groups or default_key_groups, cores)
-    return directory.plan(key_groups, default_key_groups, description, sink_generation, cores)
+    return recovery.plan(directory, key_groups, default_key_groups, description, sink_generation, cores)
 
 
 def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
-    fs, path = directory.fs, directory.delivery
-    try:
-        recorded = Delivery.of(fs.read_bytes(path).decode("utf-8", "replace").strip(), f"{path} holds a delivery that")
-    except FileNotFoundError:
+    stored = directory.read_delivery()
+    if stored is not None:
+        word, path = stored
+        recorded = Delivery.of(word, f"{path} holds a delivery that")
+    else:
         # A directory written before the setting existed holds exactly-once state.
-        recorded = Delivery.EXACTLY_ONCE if fs.list_names(directory.root) else None
+        recorded = None if directory.is_empty() else Delivery.EXACTLY_ONCE
     if recorded is None:
-        fs.write_atomic(path, delivery.value.encode())
+        directory.record_delivery(delivery.value)
     elif recorded is not delivery:
         raise RestartRefusedError(
             f"{directory.root} was written with delivery={recorded.value!r}, this job has "
@@ -105,7 +109,7 @@ class Position:
         run is dropped (its state and its unfinished micro-batch with it), the sources
         start at the position."""
         taken = self.directory.read_position()
-        self.directory.fs.delete(self.directory.spark)
+        self.directory.spark_log.delete()
         partitions = state_partitions(key_groups, cores)
         if taken is None:
             self.directory.record_position(DeliveryPosition(0, 0))

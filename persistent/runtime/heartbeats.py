@@ -6,7 +6,7 @@ clock (path B) no group has state in Spark yet: a restored group that receives n
 message would never run, never checkpoint again, and pin the global clock at the
 restore point. So every generation's query reads, beside the messages, a second
 source of one row per key group that has rows in its first micro-batch only: Spark's
-file source over ``DIR/spark/heartbeats/`` (``JobDirectory.write_heartbeats``), which
+file source over ``DIR/spark/heartbeats/`` (``SparkLog.write_heartbeats``), which
 takes the file once, records it in its log like any source's offsets, and reads it
 again when a path-A restart replays that micro-batch (it lists the directory at each
 trigger, one small listing). Each group then runs once,
@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
+from persistent.runtime.recovery import Recovery
 from persistent.runtime.rows import GROUP
-from persistent.storage.job_directory import JobDirectory, Recovery
+from persistent.sources.base import python_data_source
+from persistent.storage.job_directory import JobDirectory
 
 __all__ = ["heartbeats", "FORMAT"]
 
@@ -67,28 +69,13 @@ class _HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for group in range(partition.groups):
             yield (group,)
 
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _HeartbeatDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> str:
-        return _SCHEMA
-
-    def streamReader(self, schema):
-        return _HeartbeatReader(self.options)
-
 
 def heartbeats(spark, recovery: Recovery, directory: JobDirectory):
     """The streaming DataFrame of heartbeats (column ``grp``) of the generation
     ``recovery`` starts or continues, for its key groups."""
     if recovery.heartbeat_files:
-        return spark.readStream.schema(_SCHEMA).json(_literal(directory.write_heartbeats(recovery.key_groups)))
-    spark.dataSource.register(_HeartbeatDataSource)
+        return spark.readStream.schema(_SCHEMA).json(_literal(directory.spark_log.write_heartbeats(recovery.key_groups)))
+    spark.dataSource.register(python_data_source(FORMAT, lambda options: _SCHEMA, _HeartbeatReader))
     return spark.readStream.format(FORMAT).option("key_groups", str(recovery.key_groups)).load()
 
 

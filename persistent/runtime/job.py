@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from persistent.core.badrecords import BadRecords, DeadLetters, LateRecords
+from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.core.errors import ConfigError
 from persistent.core.task import PersistentTask
 from persistent.runtime.delivery import Delivery
@@ -22,7 +22,9 @@ from persistent.runtime.planner import Plan, RunningJob
 from persistent.runtime.progress import stderr
 from persistent.sinks.base import Sink
 from persistent.sources.base import Source
-from persistent.storage.job_directory import BatchProgress, JobDirectory
+from persistent.storage.dead_letters import DeadLetters
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.records import BatchProgress
 
 __all__ = ["Job"]
 

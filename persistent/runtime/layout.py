@@ -12,7 +12,7 @@ So the query groups by a *slot* instead: key group ``g`` of ``G`` gets the small
 take the partitions in turn, no partition holding more than one group more than
 another, and the group is the slot modulo ``G``. Spark keeps its state by slot, so a
 Spark checkpoint is read with the slots it was written with: the job directory
-records its generation's partitions (``persistent.storage.job_directory.Generation``),
+records its generation's partitions (``persistent.storage.records.Generation``),
 and a generation recorded before slots existed groups by the group's number
 (``partitions`` None).
 
@@ -23,6 +23,8 @@ Nothing here imports Spark; a test checks ``spark_hashes`` against values of Spa
 from __future__ import annotations
 
 import numpy as np
+
+from persistent.core.errors import ConfigError
 
 __all__ = ["group_slots", "spark_hashes", "slot_group"]
 
@@ -54,7 +56,7 @@ def group_slots(key_groups: int, partitions: int | None) -> list[int]:
 
     Each group tries ``g``, ``g + key_groups``, ... until one lands in its partition,
     all groups at once: about ``partitions`` tries each. A slot must fit Spark's int
-    column, else ``ValueError``."""
+    column, else ``ConfigError`` (the job's ``key_groups`` is too many)."""
     if partitions is None:
         return list(range(key_groups))
     slots = np.arange(key_groups, dtype=np.int64)
@@ -63,7 +65,7 @@ def group_slots(key_groups: int, partitions: int | None) -> list[int]:
     while trying.size:
         slots[trying] += key_groups
         if slots[trying].max() >= _INT_LIMIT:
-            raise ValueError(
+            raise ConfigError(
                 f"{key_groups} key groups over {partitions} partitions: a group's slot does not fit Spark's int "
                 f"column; run the job with fewer key groups"
             )

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from persistent.core.errors import SetupError
-from persistent.storage.job_directory import BatchProgress
+from persistent.storage.records import BatchProgress
 
 if TYPE_CHECKING:  # the job module imports the planner, which imports this one
     from persistent.runtime.job import Job

@@ -44,7 +44,7 @@ the task or its monoid refuses. Marked rows change no state; a key group fails i
 Spark task on them, and so the micro-batch, or the driver writes them to the
 dead-letter output, as the job says.
 
-See ``persistent.storage.job_directory`` for the restart paths A and B, and ``persistent.runtime.delivery``
+See ``persistent.runtime.recovery`` for the restart paths A and B, and ``persistent.runtime.delivery``
 for what changes with at-least-once and at-most-once delivery.
 """
 
@@ -55,7 +55,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, DeadLetters, LateRecords
+from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
@@ -71,7 +71,9 @@ from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
-from persistent.storage.job_directory import JobDirectory, Recovery, RecoveryPath, state_partitions
+from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
+from persistent.storage.dead_letters import DeadLetters
+from persistent.storage.job_directory import JobDirectory
 from state.errors import StorageError
 from state.fs import FileSystem
 from state.persistent_state import PersistentState

@@ -28,7 +28,6 @@ the install; until then the directory refuses any other number of key groups.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -36,16 +35,13 @@ import pandas as pd
 
 from persistent.core.errors import RestartRefusedError
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import JobDirectory, RescalePlan, task_index, task_name
-from state.checkpoint_store import CheckpointStore
+from persistent.storage.job_directory import JobDirectory, task_index, task_name
+from persistent.storage.records import RescalePlan
 from state.errors import ClockError
 from state.persistent_state import PersistentState
 from state.table import KeyedTable
 
 __all__ = ["rescale_if_asked", "install"]
-
-_TASK = re.compile(r"group-\d+")
-
 
 def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, storage: JobStorage,
                      spec: PersistentState, interval_ms: int, key_type: Callable[[], str]) -> RescalePlan | None:
@@ -67,7 +63,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
     recorded = current.key_groups if current else None
     if key_groups is None or recorded in (None, key_groups):
         return None
-    if directory.spark_started():
+    if directory.spark_log.started():
         return None  # path A: the plan refuses, saying how to rescale
     record = directory.clock.read()
     if record is None:  # nothing checkpointed yet: nothing to split
@@ -77,7 +73,7 @@ def rescale_if_asked(spark, directory: JobDirectory, key_groups: int | None, sto
     for group in old:
         directory.store(group).require(record.clock_ms)
     plan = RescalePlan(record.clock_ms, recorded, key_groups)
-    directory.fs.delete(directory.rescale)
+    directory.delete_rescale()
     reports = _split_and_merge(spark, plan, old, storage, spec, interval_ms, key_type())
     missing = sorted(set(range(key_groups)) - {row.h for row in reports})
     if missing:
@@ -115,8 +111,7 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
                 table.absorb(part)
         else:
             table = spec.build(interval_ms, checkpoint_ms=clock_ms)
-        staged = CheckpointStore(directory.fs, directory.rescale_checkpoints, task_name(new_group))
-        written = staged.persist(clock_ms, table.encode())
+        written = directory.staged_store(new_group).persist(clock_ms, table.encode())
         return pd.DataFrame({"h": [new_group], "keys": [len(pd.unique(table.keys))], "bytes": [written.size]})
 
     groups = spark.createDataFrame([(g,) for g in old], "g int").repartition(len(old))
@@ -136,19 +131,18 @@ def install(directory: JobDirectory, plan: RescalePlan) -> None:
     Idempotent: a crash anywhere leaves what the next call finishes."""
     fs, clock_ms = directory.fs, plan.clock_ms
     for group in range(plan.to_groups):
-        staged = CheckpointStore(fs, directory.rescale_checkpoints, task_name(group)).path(clock_ms)
+        staged = directory.staged_store(group).path(clock_ms)
         if fs.exists(staged):
             fs.replace(staged, directory.store(group).path(clock_ms))
         else:  # renamed before a crash
             directory.store(group).require(clock_ms)
     directory.clock.restart(clock_ms, {task_name(group): clock_ms for group in range(plan.to_groups)})
-    for task in filter(_TASK.fullmatch, fs.list_names(directory.checkpoints)):
-        group = task_index(task)
+    for group in directory.groups():
         if group >= plan.to_groups:
-            fs.delete(fs.join(directory.checkpoints, task))
+            directory.delete_group(group)
         else:
             directory.store(group).delete_after(clock_ms)
             directory.store(group).retain(clock_ms)
-    directory.fs.delete(directory.spark)
+    directory.spark_log.delete()
     directory.record_key_groups(plan.to_groups)
-    fs.delete(directory.rescale)
+    directory.delete_rescale()

@@ -31,7 +31,8 @@ from persistent.runtime.layout import slot_group
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import decode, job_watermark_ms, timeout_ms
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import JobDirectory, Recovery
+from persistent.runtime.recovery import Recovery
+from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
 from state.checkpoint_store import Written
 from state.errors import StorageError

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from persistent.storage.filesystems import JobStorage
 
-__all__ = ["Source", "Backlog"]
+__all__ = ["Source", "Backlog", "python_data_source"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,15 @@ class Source(ABC):
     key_type = "string"
     #: Spark type (DDL) of the ``value`` column.
     value_type = "string"
+    #: The stream reader of the Python data source that reads this source, made from
+    #: the data source's options (``options``); None for a source whose ``stream``
+    #: reads otherwise.
+    reader: Callable[[dict[str, str]], DataSourceStreamReader] | None = None
+
+    @classmethod
+    def row_schema(cls, options: dict[str, str]) -> str:
+        """The rows of the Python data source (Spark DDL) under its ``options``: messages."""
+        return f"key {cls.key_type}, timestamp bigint, value {cls.value_type}"
 
     @abstractmethod
     def options(self, start_ms: int) -> dict[str, str]:
@@ -78,8 +88,11 @@ class Source(ABC):
         return spark.readStream.format(self.format).options(**options).load()
 
     def data_source(self) -> type[DataSource]:
-        """The Python data source that reads this source (for the default ``stream``)."""
-        raise NotImplementedError(f"{type(self).__name__} names no Python data source")
+        """The Python data source that reads this source (for the default ``stream``):
+        named ``format``, its rows ``row_schema``, read by ``reader``."""
+        if self.reader is None:
+            raise NotImplementedError(f"{type(self).__name__} names no Python data source")
+        return python_data_source(self.format, type(self).row_schema, type(self).reader)
 
     def check(self, start_ms: int | None, job: JobStorage | None = None) -> None:
         """Refuses, before a run of job directory ``job`` starts, input that it could not
@@ -100,3 +113,22 @@ class Source(ABC):
         ``job``) has to read, for its progress bar; None when the source cannot say (an
         unbounded input)."""
         return None
+
+
+def python_data_source(name: str, schema: Callable[[dict[str, str]], str],
+                       reader: Callable[[dict[str, str]], DataSourceStreamReader]) -> type[DataSource]:
+    """The Python data source ``name`` whose rows are ``schema(options)`` and whose stream
+    ``reader(options)`` reads, for its options."""
+
+    class _DataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+        def schema(self) -> str:
+            return schema(self.options)
+
+        def streamReader(self, schema):
+            return reader(self.options)
+
+    return _DataSource

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 from urllib.parse import urlparse
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadMaxFiles,
@@ -84,8 +84,15 @@ class FilesSource(Source):
     value_type = "string"
     format = "persistent_files"
 
-    def data_source(self) -> type[DataSource]:
-        return _FilesDataSource
+    @staticmethod
+    def reader(options: dict[str, str]) -> DataSourceStreamReader:
+        return _FilesReader(options)
+
+    @classmethod
+    def row_schema(cls, options: dict[str, str]) -> str:
+        # Text lines are all messages; JSON lines and Parquet rows may be bad records.
+        text = FileFormat(options.get("file_format", FileFormat.TEXT.value)) is FileFormat.TEXT
+        return super().row_schema(options) + ("" if text else f", {BAD_RECORD_COLUMN} string")
 
     def __post_init__(self):
         self._format  # refuses a value that names no FileFormat
@@ -250,9 +257,6 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 else:
                     yield from _parquet_messages(path, file, key_field, time_field)
 
-    def commit(self, end: dict) -> None:
-        pass
-
 
 def _text(file: BinaryIO, errors: str) -> io.TextIOWrapper:
     """The lines of binary ``file`` as UTF-8 text; ``errors`` says what undecodable bytes become."""
@@ -384,18 +388,4 @@ def _parquet_schema_problem(schema, key_field: str, time_field: str) -> str | No
         return f"column {key_field!r} is {key_type}, which has no text form"
     return None
 
-
-class _FilesDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return FilesSource.format
-
-    def schema(self) -> str:
-        # Text lines are all messages; JSON lines and Parquet rows may be bad records.
-        text = FileFormat(self.options.get("file_format", FileFormat.TEXT.value)) is FileFormat.TEXT
-        marks = "" if text else f", {BAD_RECORD_COLUMN} string"
-        return f"key string, timestamp bigint, value string{marks}"
-
-    def streamReader(self, schema):
-        return _FilesReader(self.options)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from persistent.core.errors import ConfigError
@@ -36,8 +36,9 @@ class GeneratorSource(Source):
     value_type = "bigint"
     format = "persistent_generator"
 
-    def data_source(self) -> type[DataSource]:
-        return _GeneratorDataSource
+    @staticmethod
+    def reader(options: dict[str, str]) -> DataSourceStreamReader:
+        return _GeneratorReader(options)
 
     def __post_init__(self):
         for name in ("keys", "step_ms", "max_rows_per_batch"):
@@ -117,17 +118,3 @@ class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 [names.take(index % self.keys), (index + 1) * self.step_ms, index], names=MESSAGE_COLUMNS
             )
 
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _GeneratorDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return GeneratorSource.format
-
-    def schema(self) -> str:
-        return "key string, timestamp bigint, value bigint"
-
-    def streamReader(self, schema):
-        return _GeneratorReader(self.options)

@@ -23,7 +23,7 @@ import heapq
 import json
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from persistent.core.errors import ConfigError, InputError
@@ -70,8 +70,9 @@ class RedisSource(Source):
             "start_ms": str(start_ms),
         }
 
-    def data_source(self) -> type[DataSource]:
-        return _RedisDataSource
+    @staticmethod
+    def reader(options: dict[str, str]) -> DataSourceStreamReader:
+        return _RedisReader(options)
 
 
 def _parse(entry_id: str) -> tuple[int, int]:
@@ -197,17 +198,3 @@ class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"deleted (up to {deleted}); delete only entries before the job's clock"
             )
 
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _RedisDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return RedisSource.format
-
-    def schema(self) -> str:
-        return "key string, timestamp bigint, value string"
-
-    def streamReader(self, schema):
-        return _RedisReader(self.options)

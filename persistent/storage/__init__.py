@@ -1,4 +1,5 @@
 """Where a job keeps what outlives it: the file systems a Python process reaches
 (local, WebHDFS, ``pyarrow.fs``), Hadoop's through Spark's JVM, the job directory
-(its layout, the generation record, the choice of recovery path) and the files
-source's log. Imports ``core`` and ``state`` only."""
+(its layout and every path under it, its small records, what Spark's offset log
+holds, the dead-letter output) and the files source's log. It reads and writes;
+which way a job starts is the runtime's decision. Imports ``core`` and ``state`` only."""

@@ -30,7 +30,8 @@ from persistent.core.errors import ConfigError, JobDirectoryError, PersistentErr
 from persistent.tools.environment import check_java
 
 if TYPE_CHECKING:
-    from persistent.storage.job_directory import BatchProgress, JobDirectory
+    from persistent.storage.job_directory import JobDirectory
+    from persistent.storage.records import BatchProgress
     from state.clock_store import ClockRecord
 
 __all__ = ["main", "parser"]

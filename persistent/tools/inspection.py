@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 from persistent.core.errors import JobDirectoryError
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
-from persistent.storage.job_directory import JobDirectory
+from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError
-from state.fs import TEMP_PREFIX
 from state.tables import read_table
 
 __all__ = [
@@ -34,9 +33,6 @@ __all__ = [
     "rewind",
 ]
 
-_LAYOUT = ("spark", "checkpoints", "clock", "generation", "progress")
-
-
 def open_job(uri: str) -> JobDirectory:
     """The job directory at ``uri``; ``JobDirectoryError`` unless it exists and looks like one."""
     try:
@@ -46,20 +42,20 @@ def open_job(uri: str) -> JobDirectory:
     directory = JobDirectory(fs, uri)
     if not fs.exists(directory.root):
         raise JobDirectoryError(f"{uri} does not exist")
-    if not set(fs.list_names(directory.root)) & set(_LAYOUT):
+    if not directory.holds_a_job():
         raise JobDirectoryError(
-            f"{uri} is not a job's checkpoint directory: it holds none of {', '.join(_LAYOUT)}"
+            f"{uri} is not a job's checkpoint directory: it holds none of {', '.join(JobDirectory.MARKS)}"
         )
     return directory
 
 
 def task_names(directory: JobDirectory) -> list[str]:
     """The tasks that have a checkpoint directory, sorted."""
-    return [n for n in directory.fs.list_names(directory.checkpoints) if not n.startswith((".", TEMP_PREFIX))]
+    return [task_name(group) for group in directory.groups()]
 
 
 def _store(directory: JobDirectory, task: str) -> CheckpointStore:
-    return CheckpointStore(directory.fs, directory.checkpoints, task)
+    return directory.store(task_index(task))
 
 
 @dataclass(frozen=True)
@@ -144,8 +140,7 @@ def rewind(directory: JobDirectory, to_ms: int) -> Rewound:
             f"(clocks in the history: {held} ms); the history names the tasks that must restart there"
         )
     _check_restorable(directory, target)
-    deleted_spark = directory.fs.exists(directory.spark)
-    directory.fs.delete(directory.spark)
+    deleted_spark = directory.spark_log.delete()
     clock.rewind(to_ms)
     deleted = 0
     for task in task_names(directory):

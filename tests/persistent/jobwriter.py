@@ -28,8 +28,10 @@ from persistent.runtime.commit import Commit
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.stateful import RESULT_COLUMNS, group_function
 from persistent.sinks.base import BatchId, Sink
+from persistent.runtime.recovery import plan
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import BatchProgress, JobDirectory
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.records import BatchProgress
 from persistent.tools import cli
 from state import NonWindowState, Window, WindowState
 from state.fs import FileSystem, LocalFileSystem
@@ -65,7 +67,7 @@ class JobWriter:
         self.sent: list[tuple[str, int, int]] = []
         self.sink = KeptResults()
         self.batches = 0
-        recovery = self.directory.plan(groups)  # a fresh start, as Job.start plans it
+        recovery = plan(self.directory, groups)  # a fresh start, as Job.start plans it
         self.commit = Commit(self.directory, recovery, self.sink, windowed=isinstance(task.state_spec(), WindowState))
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
         self.reports = Accumulator()

@@ -8,7 +8,7 @@ import pytest
 from persistent.core.errors import ConfigError
 from persistent.storage.arrow_fs import ArrowFileSystem
 from persistent.storage.filesystems import JobStorage, filesystem_for
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath, plan
 from persistent.tools import cli
 from state.errors import StorageError
 
@@ -89,6 +89,6 @@ def test_a_rewound_job_in_a_bucket_restarts_from_the_clock(capsys, s3):
     code, out, _ = run_cli(capsys, "rewind", remote, "--to", 100)
     assert code == 0 and f"rewound the clock of {remote} from 400 ms to 100 ms" in out
     directory = JobStorage(remote).directory()
-    plan = directory.plan(3)
-    assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, {0, 1, 2})
-    assert all(directory.restore(g, 100) for g in plan.restored)
+    start = plan(directory, 3)
+    assert (start.path, start.floor_ms, start.restored) == (RecoveryPath.FROM_CLOCK, 100, {0, 1, 2})
+    assert all(directory.restore(g, 100) for g in start.restored)

@@ -18,10 +18,11 @@ from spark_groups import spark_rows
 
 from monoids import Sum
 from persistent import PersistentTask
-from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, DeadLetters, LateRecords
+from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, LateRecords
 from persistent.core.errors import ConfigError
 from persistent.runtime.keygroup import KeyGroup
 from persistent.runtime.rows import Kind, decode
+from persistent.storage.dead_letters import DeadLetters
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, Window, WindowState
 

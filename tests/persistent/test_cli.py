@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath, plan
 from persistent.tools import cli
 from state.checkpoint_store import CheckpointStore
 from state.fs import LocalFileSystem
@@ -368,9 +368,9 @@ def test_rewind_prepares_recovery_path_b_from_the_checkpoints_at_t(capsys, count
     record = directory.clock.read()
     assert (record.clock_ms, dict(record.task_clocks)) == (200, dict.fromkeys(at_200, 200))
     assert all(directory.store(g).times() == [100, 200] for g in range(3))
-    plan = directory.plan(3)  # what the next start does
-    assert (plan.path, plan.floor_ms, plan.generation) == (RecoveryPath.FROM_CLOCK, 200, 1)
-    assert {f"group-{g:05d}": directory.restore(g, 200) for g in plan.restored} == at_200
+    start = plan(directory, 3)  # what the next start does
+    assert (start.path, start.floor_ms, start.generation) == (RecoveryPath.FROM_CLOCK, 200, 1)
+    assert {f"group-{g:05d}": directory.restore(g, 200) for g in start.restored} == at_200
 
 
 def test_rewind_refuses_a_time_for_which_a_task_lacks_a_checkpoint_and_changes_nothing(capsys, counting_job):

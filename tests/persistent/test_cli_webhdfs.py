@@ -15,7 +15,8 @@ import pytest
 from persistent.core.errors import ConfigError
 from persistent.storage import webhdfs
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import JobDirectory, RecoveryPath
+from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.job_directory import JobDirectory
 from persistent.storage.webhdfs import WebHdfsFileSystem
 from persistent.tools import cli
 from state.fs import TEMP_PREFIX, LocalFileSystem
@@ -167,9 +168,9 @@ def test_rewind_over_webhdfs_prepares_recovery_path_b(capsys, tmp_path, hdfs_dir
     assert hdfs_dir.status("jobs/count/spark") is None
     directory = JobDirectory(LocalFileSystem(), hdfs_dir.download("jobs/count", str(tmp_path / "after")))
     assert [directory.store(g).times() for g in range(3)] == [[100]] * 3
-    plan = directory.plan(3)
-    assert (plan.path, plan.floor_ms, plan.restored) == (RecoveryPath.FROM_CLOCK, 100, set(at_100))
-    assert {g: directory.restore(g, 100) for g in plan.restored} == at_100
+    start = plan(directory, 3)
+    assert (start.path, start.floor_ms, start.restored) == (RecoveryPath.FROM_CLOCK, 100, set(at_100))
+    assert {g: directory.restore(g, 100) for g in start.restored} == at_100
 
 
 # -- hdfs:// on the executors ---------------------------------------------------------

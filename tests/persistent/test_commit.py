@@ -18,14 +18,9 @@ from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.storage.job_directory import (
-    DeliveryPosition,
-    JobDirectory,
-    Recovery,
-    RecoveryPath,
-    RewindPositions,
-    task_name,
-)
+from persistent.runtime.recovery import Recovery, RecoveryPath
+from persistent.storage.job_directory import JobDirectory, task_name
+from persistent.storage.records import DeliveryPosition, RewindPositions
 from state.errors import ClockError
 from state.fs import LocalFileSystem
 

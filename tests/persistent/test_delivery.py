@@ -16,7 +16,10 @@ from persistent.runtime.planner import Plan
 from persistent.sinks.base import BatchId, Sink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.generator import GeneratorSource
-from persistent.storage.job_directory import DeliveryPosition, JobDirectory, RecoveryPath
+from persistent.runtime import recovery
+from persistent.runtime.recovery import RecoveryPath
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.records import DeliveryPosition
 from state import NonWindowState
 from state.errors import CorruptCheckpointError
 from state.fs import LocalFileSystem
@@ -144,7 +147,7 @@ def test_a_directory_keeps_the_setting_it_was_written_with(directory):
 
 
 def test_a_directory_from_before_the_setting_is_exactly_once(directory):
-    directory.plan(4)  # written without a delivery record
+    recovery.plan(directory, 4)  # written without a delivery record
     with pytest.raises(ValueError, match="written with delivery='exactly-once'"):
         plan(AT_MOST, directory, 4, 8)
     assert plan(EXACTLY, directory, 4, 8).path is RecoveryPath.FRESH

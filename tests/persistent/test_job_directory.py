@@ -9,16 +9,9 @@ import json
 import pytest
 from test_recovery import directory  # noqa: F401 (a fixture)
 
-from persistent.storage.job_directory import (
-    PROGRESS_KEPT,
-    BatchProgress,
-    DeliveryPosition,
-    FailedBatch,
-    Generation,
-    JobDirectory,
-    RescalePlan,
-    state_partitions,
-)
+from persistent.runtime.recovery import plan, state_partitions
+from persistent.storage.job_directory import JobDirectory, PROGRESS_KEPT
+from persistent.storage.records import BatchProgress, DeliveryPosition, FailedBatch, Generation, RescalePlan
 from state.errors import CorruptCheckpointError
 
 
@@ -42,7 +35,7 @@ KINDS = {
     Generation: (lambda d: d.fs.join(d.root, "generation"), JobDirectory.read_generation, "floor_ms"),
     FailedBatch: (lambda d: d.fs.join(d.root, "failed-batch"), JobDirectory.failed_batch_offsets, "batch"),
     DeliveryPosition: (lambda d: d.fs.join(d.root, "position"), JobDirectory.read_position, "next_ms"),
-    RescalePlan: (lambda d: d.fs.join(d.rescale, "plan"), JobDirectory.read_rescale_plan, "to_groups"),
+    RescalePlan: (lambda d: d.fs.join(d.root, "rescale", "plan"), JobDirectory.read_rescale_plan, "to_groups"),
     BatchProgress: (lambda d: d.fs.join(d.progress, "000001-000000000000.json"),
                     lambda d: d.read_progress(1), "watermark_ms"),
 }
@@ -70,7 +63,7 @@ def test_a_record_reads_back_what_it_writes(record):
 
 
 def test_the_directory_reads_back_each_record_it_writes(directory):
-    directory.plan(4)
+    plan(directory, 4)
     assert directory.read_generation() == Generation(0, 0, 4, heartbeats=True, heartbeat_files=True)
     directory.record_position(DeliveryPosition(2, 1500))
     assert directory.read_position() == DeliveryPosition(2, 1500)
@@ -141,7 +134,7 @@ def damaged(record, field: str, damage: str) -> bytes:
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: type(r).__name__)
 def test_a_damaged_record_is_a_corrupt_checkpoint_naming_its_file(directory, record, damage):
     where, read, field = KINDS[type(record)]
-    directory.plan(4)
+    plan(directory, 4)
     spark_replays(directory, 1)
     path = where(directory)
     directory.fs.write_atomic(path, damaged(record, field, damage))
@@ -168,12 +161,12 @@ def test_the_dead_letters_default_to_the_job_directory():
 
 
 def test_the_heartbeat_rows_are_written_once_per_spark_checkpoint_one_per_key_group(directory):
-    where = directory.write_heartbeats(3)
+    where = directory.spark_log.write_heartbeats(3)
     rows = directory.fs.join(where, "rows.json")
     assert where == directory.fs.join(directory.spark, "heartbeats")
     assert [json.loads(line) for line in directory.fs.read_bytes(rows).splitlines()] == [
         {"grp": 0}, {"grp": 1}, {"grp": 2}]
     written = directory.fs.read_bytes(rows)
-    directory.write_heartbeats(5)  # a path A start: Spark's file source knows the file already
+    directory.spark_log.write_heartbeats(5)  # a path A start: Spark's file source knows the file already
     assert directory.fs.read_bytes(rows) == written
     assert [n for n in directory.fs.list_names(where) if n != "rows.json"] == []  # no temporary file left

@@ -17,7 +17,7 @@ from persistent.core.errors import ConfigError, InputError
 from persistent.runtime.planner import RunningJob
 from persistent.sources.kafka import KAFKA_PACKAGE, KafkaSource
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import RewindPositions
+from persistent.storage.records import RewindPositions
 
 
 def test_a_fresh_start_reads_from_the_earliest_offsets():

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from persistent.core.errors import ConfigError
 from persistent.runtime import layout
 from persistent.runtime.layout import group_slots, slot_group, spark_hashes
 
@@ -44,9 +45,9 @@ def test_thousands_of_groups_get_their_slots_at_once():
     assert (spark_hashes(slots) % 1024).tolist() == [g % 1024 for g in range(4096)]
 
 
-def test_a_slot_beyond_spark_s_int_is_refused(monkeypatch):
+def test_a_slot_beyond_spark_s_int_is_a_config_error_of_the_key_groups(monkeypatch):
     monkeypatch.setattr(layout, "_INT_LIMIT", 20)  # Spark's int, as small as 8 groups on 4 partitions reach
-    with pytest.raises(ValueError, match="8 key groups over 4 partitions: a group's slot does not fit"):
+    with pytest.raises(ConfigError, match="8 key groups over 4 partitions: a group's slot does not fit"):
         group_slots(8, 4)
 
 

@@ -11,7 +11,7 @@ import pytest
 from jobwriter import run_cli
 from test_recovery import checkpoint_all, directory, spark_has_a_query  # noqa: F401 (directory: fixture)
 
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath, plan
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 
 
@@ -36,7 +36,7 @@ def assert_restores_at(directory, restart, time_ms: int) -> None:
 def assert_advised_rewind_restarts(capsys, directory, to_ms: int) -> None:
     """``persistent rewind DIR --to T`` succeeds and the next start is path B at ``T``."""
     assert run_cli(capsys, "rewind", directory.root, "--to", to_ms)[0] == 0
-    assert_restores_at(directory, directory.plan(2), to_ms)
+    assert_restores_at(directory, plan(directory, 2), to_ms)
 
 
 def advice(directory, to_ms: int) -> list[str]:
@@ -52,7 +52,7 @@ def test_a_damaged_checkpoint_at_the_clock_stops_its_restore_and_the_advised_rew
     checkpoint_all(directory, 2000)
     path = directory.store(1).path(2000)
     damage(directory.fs, path, how)
-    directory.plan(2)
+    plan(directory, 2)
     with pytest.raises(CorruptCheckpointError) as raised:
         directory.restore(1, 2000)
     assert f"corrupt record {path}: " in str(raised.value)
@@ -68,7 +68,7 @@ def test_a_missing_checkpoint_at_the_clock_is_named_with_the_advice(directory):
     checkpoint_all(directory, 2000)
     directory.fs.delete(directory.store(0).path(2000))
     with pytest.raises(MissingCheckpointError, match="task 'group-00000' has no checkpoint at 2000 ms") as raised:
-        directory.plan(2)
+        plan(directory, 2)
     assert raised.value.__notes__ == advice(directory, 1000)
 
 
@@ -77,7 +77,7 @@ def test_a_missing_clock_beside_its_history_stops_the_start_and_the_advised_rewi
     checkpoint_all(directory, 2000)
     directory.fs.delete(directory.clock.path)
     with pytest.raises(ClockError) as raised:
-        directory.plan(2)
+        plan(directory, 2)
     assert f"clock file {directory.clock.path} is missing" in str(raised.value)
     assert "ClockStore.history()" in str(raised.value) and "ClockStore.rewind(clock_ms)" in str(raised.value)
     assert raised.value.__notes__ == advice(directory, 2000)
@@ -86,17 +86,17 @@ def test_a_missing_clock_beside_its_history_stops_the_start_and_the_advised_rewi
 
 
 def test_a_corrupt_clock_stops_path_a_too_and_a_rewind_repairs_it(directory):
-    directory.plan(2)
+    plan(directory, 2)
     checkpoint_all(directory, 1000)
     checkpoint_all(directory, 2000)
     spark_has_a_query(directory)
     damage(directory.fs, directory.clock.path, flip_a_bit)
     with pytest.raises(ClockError, match=f"corrupt record {directory.clock.path}: checksum mismatch") as raised:
-        directory.plan(2)
+        plan(directory, 2)
     assert raised.value.__notes__ == advice(directory, 2000)
 
     directory.clock.rewind(2000)  # the library's rewind keeps Spark's checkpoint: path A goes on
-    assert directory.plan(2).path is RecoveryPath.SAME_CHECKPOINT
+    assert plan(directory, 2).path is RecoveryPath.SAME_CHECKPOINT
     assert directory.clock.read().clock_ms == 2000
 
 
@@ -104,7 +104,7 @@ def test_without_an_intact_clock_in_the_history_the_advice_is_a_new_directory(di
     checkpoint_all(directory, 1000)
     directory.fs.delete(directory.store(1).path(1000))
     with pytest.raises(MissingCheckpointError) as raised:
-        directory.plan(2)
+        plan(directory, 2)
     assert raised.value.__notes__ == [
         f"No clock in the history ({directory.clock.history_directory}) has intact checkpoints of every "
         f"task: start the job on a new checkpoint directory."
@@ -117,11 +117,11 @@ def test_checkpoints_without_any_clock_are_not_a_fresh_start(directory):
     directory.store(0).persist(3000, b"only group 0 got here")
     directory.fs.delete(directory.fs.join(directory.root, "clock"))
     with pytest.raises(ClockError) as raised:
-        directory.plan(2)
+        plan(directory, 2)
     message = str(raised.value)
     assert f"{directory.clock.path} is missing but {directory.checkpoints} holds checkpoints of 2 task(s)" in message
     assert "the newest time every task holds is 2000 ms" in message
     assert f"delete {directory.checkpoints} to start with empty state" in message
 
     directory.clock.advance(2000, {"group-00000": 2000, "group-00001": 2000})
-    assert_restores_at(directory, directory.plan(2), 2000)
+    assert_restores_at(directory, plan(directory, 2), 2000)

@@ -10,8 +10,8 @@ import pytest
 from test_recovery import checkpoint_all, directory  # noqa: F401 (directory: fixture)
 
 from persistent.runtime.rescale import install, rescale_if_asked
-from persistent.storage.job_directory import RecoveryPath, RescalePlan, task_name
-from state.checkpoint_store import CheckpointStore
+from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.records import RescalePlan
 
 PLAN = RescalePlan(clock_ms=2000, from_groups=3, to_groups=2)
 
@@ -20,11 +20,10 @@ def staged_rescale(directory) -> None:
     """Three groups checkpointed at 1000 and 2000, then split and merged into two, staged."""
     for time_ms in (1000, 2000):
         checkpoint_all(directory, time_ms, groups=(0, 1, 2))
-    staging = directory.fs.join(directory.root, "rescale", "checkpoints")
     for group in range(PLAN.to_groups):
-        CheckpointStore(directory.fs, staging, task_name(group)).persist(2000, f"new group {group}".encode())
-    plan = {"clock_ms": PLAN.clock_ms, "from_groups": PLAN.from_groups, "to_groups": PLAN.to_groups}
-    directory.fs.write_atomic(directory.fs.join(directory.root, "rescale", "plan"), json.dumps(plan).encode())
+        directory.staged_store(group).persist(2000, f"new group {group}".encode())
+    record = {"clock_ms": PLAN.clock_ms, "from_groups": PLAN.from_groups, "to_groups": PLAN.to_groups}
+    directory.fs.write_atomic(directory.fs.join(directory.root, "rescale", "plan"), json.dumps(record).encode())
 
 
 def assert_installed(directory) -> None:
@@ -41,8 +40,7 @@ def assert_installed(directory) -> None:
 def test_a_start_after_a_crash_in_the_install_finishes_it(directory):
     staged_rescale(directory)
     # The crash came after the first staged file was renamed into place.
-    staged = CheckpointStore(directory.fs, directory.fs.join(directory.root, "rescale", "checkpoints"), task_name(0))
-    directory.fs.replace(staged.path(2000), directory.store(0).path(2000))
+    directory.fs.replace(directory.staged_store(0).path(2000), directory.store(0).path(2000))
     assert directory.read_rescale_plan() == PLAN
 
     # A start without a number of key groups finishes it too.
@@ -50,7 +48,7 @@ def test_a_start_after_a_crash_in_the_install_finishes_it(directory):
     assert_installed(directory)
     install(directory, PLAN)  # again: nothing changes
     assert_installed(directory)
-    restart = directory.plan(None)
+    restart = plan(directory, None)
     assert (restart.path, restart.restored, restart.key_groups) == (RecoveryPath.FROM_CLOCK, {0, 1}, 2)
 
 
@@ -62,9 +60,9 @@ def test_a_half_done_rescale_refuses_another_number(directory):
 
 
 def test_with_spark_s_checkpoint_there_the_plan_refuses_and_says_how_to_rescale(directory):
-    directory.plan(3)
+    plan(directory, 3)
     checkpoint_all(directory, 1000, groups=(0, 1, 2))
     directory.fs.write_atomic(directory.fs.join(directory.spark, "offsets", "0"), b"v1")
     assert rescale_if_asked(None, directory, 5, None, None, 100, str) is None
     with pytest.raises(ValueError, match="delete .*spark and start the job with key_groups=5: it restarts from the clock"):
-        directory.plan(5)
+        plan(directory, 5)

@@ -57,6 +57,19 @@ def test_generator_available_now_stops_at_what_was_there():
     assert reader.latestOffset({"index": 0}, ReadAllAvailable()) == {"index": 7}
 
 
+@pytest.mark.parametrize(("source", "schema", "reader"), [
+    (GeneratorSource(keys=2, total=7), "key string, timestamp bigint, value bigint", _GeneratorReader),
+    (FilesSource("in", "text"), "key string, timestamp bigint, value string", _FilesReader),
+    (FilesSource("in", "jsonl"), "key string, timestamp bigint, value string, bad_record string", _FilesReader),
+], ids=["generator", "text files", "json lines"])
+def test_a_source_builds_the_python_data_source_that_reads_it(tmp_path, source, schema, reader):
+    data_source = source.data_source()
+    assert data_source.name() == source.format
+    built = data_source(source.options(0) | {"directory": str(tmp_path)})
+    assert built.schema() == schema
+    assert type(built.streamReader(schema)) is reader
+
+
 def files_reader(directory, file_format, start_ms=0, job=None, **kwargs):
     """The reader Spark makes on the driver; with ``job``, the files log is kept there."""
     options = FilesSource(str(directory), file_format, **kwargs).options(start_ms)

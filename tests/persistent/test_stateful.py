@@ -25,7 +25,7 @@ from persistent.runtime import stateful
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.stateful import DEAD_LETTERS, group_function
 from persistent.storage.filesystems import JobStorage
-from persistent.storage.job_directory import Recovery, RecoveryPath
+from persistent.runtime.recovery import Recovery, RecoveryPath
 from state import NonWindowState
 from state.checkpoint_store import CheckpointStore, decode_record
 from state.errors import MissingCheckpointError, StorageError

@@ -20,7 +20,7 @@ import pytest
 from crash_harness import Crasher
 from persistent.core.faults import CrashPoint
 from persistent.runtime.delivery import Delivery, Effects
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath
 from test_crash import count_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from persistent.core.errors import SetupError
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath
 
 pytestmark = pytest.mark.spark
 

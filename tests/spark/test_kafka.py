@@ -23,7 +23,7 @@ import pyspark
 import pytest
 
 from crash_harness import Crasher
-from kafka_topics import KEYS, PARTITIONS, Topic, spread
+from kafka_topics import Topic, spread
 from persistent.core.faults import CrashPoint
 from persistent.sources.kafka import KAFKA_PACKAGE
 from state.clock_store import ClockStore

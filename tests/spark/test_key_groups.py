@@ -7,13 +7,15 @@ import os
 import shutil
 import sqlite3
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
 from persistent.core.errors import RestartRefusedError
 from persistent.runtime.layout import group_slots, slot_group
 from persistent.runtime.planner import KEY_GROUPS_PER_CORE
-from persistent.storage.job_directory import JobDirectory, RecoveryPath
+from persistent.runtime import recovery
+from persistent.runtime.recovery import RecoveryPath
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
 
@@ -92,9 +94,8 @@ def test_a_query_that_reads_python_heartbeats_keeps_them_on_path_a_and_path_b_re
     directory's name would be a glob pattern to it. The counts stay exact throughout."""
     workdir = tmp_path / "run[1]"
     workdir.mkdir()
-    start = JobDirectory._start
-    monkeypatch.setattr(JobDirectory, "_start", lambda self, *args, **kwargs: start(
-        self, *args, **{**kwargs, "heartbeat_files": False}))
+    # The first start is fresh, whose plan names every field but the heartbeats' by keyword.
+    monkeypatch.setattr(recovery, "Recovery", partial(recovery.Recovery, heartbeat_files=False))
     assert count_job(workdir, 1_000).run(spark).recovery.heartbeat_files is False
     monkeypatch.undo()
     assert not (workdir / "ck" / "spark" / "heartbeats").exists()

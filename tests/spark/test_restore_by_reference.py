@@ -23,7 +23,7 @@ from test_crash import EXPECTED, assert_clock_names_durable_checkpoints, generat
 from test_wordcount import expected_counts
 
 from persistent.core.faults import CrashPoint
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath
 from state.checkpoint_store import decode_record
 from state.clock_store import ClockStore
 from state.fs import TEMP_PREFIX, LocalFileSystem

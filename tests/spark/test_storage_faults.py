@@ -14,7 +14,8 @@ from dataclasses import replace
 import pytest
 
 from persistent.storage.hadoop_fs import HadoopFileSystem
-from persistent.storage.job_directory import JobDirectory, RecoveryPath
+from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.job_directory import JobDirectory
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, NoSpaceError, NotWritableError, StorageError
@@ -110,11 +111,11 @@ def test_damaged_records_read_through_hadoop_are_named_with_the_remedy(hadoop, t
 
     os.unlink(directory.clock.path)
     with pytest.raises(ClockError, match=f"clock file {directory.clock.path} is missing.*ClockStore.rewind"):
-        directory.plan(2)
+        plan(directory, 2)
     directory.clock.rewind(1000)
     for group in GROUPS:
         directory.store(group).delete_after(1000)
-    restart = directory.plan(2)
+    restart = plan(directory, 2)
     assert (restart.path, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1000)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from persistent.sources.files import FILE_SPAN_MS
 from persistent.storage.files_log import InputFileChangedError
-from persistent.storage.job_directory import RecoveryPath
+from persistent.runtime.recovery import RecoveryPath
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
 
