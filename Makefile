@@ -25,7 +25,7 @@ $(STAMP): setup.cfg pyproject.toml | check-env
 
 demo: $(STAMP)
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
-	$(VENV)/bin/python examples/demo.py
+	$(VENV)/bin/python -m persistent.examples.demo
 
 test: $(STAMP)
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies

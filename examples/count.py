@@ -14,21 +14,18 @@ at-least-once and at-most-once (docs/delivery.md).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from monoids import Count  # noqa: E402
-from persistent import FilesSource, GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import (  # noqa: E402
+from monoids import Count
+from persistent import FilesSource, GeneratorSource, Job, PersistentTask
+from persistent.tools.options import (
     add_job_options,
     add_kafka_options,
     job_settings,
     kafka_source,
     run_app,
 )
-from state import NonWindowState  # noqa: E402
+from state import NonWindowState
 
 
 class MessageCount(PersistentTask):

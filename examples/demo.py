@@ -2,7 +2,8 @@
 
 Runs on a local Spark master with the defaults in conf/, prints the top words and
 the global minimum checkpoint clock. Run it twice: the second run continues from the
-checkpoint and changes no count.
+checkpoint and changes no count. Installed, it is ``python -m persistent.examples.demo``
+(the corpus is package data); it writes ``demo-output/`` in the working directory.
 """
 
 from __future__ import annotations
@@ -12,16 +13,13 @@ import os
 import sqlite3
 import sys
 
+from persistent.examples import wordcount
+from persistent.storage.hadoop_fs import HadoopFileSystem
+from persistent.storage.job_directory import JobDirectory
+from persistent.tools.session import spark_session
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), HERE]
-
-import wordcount  # noqa: E402
-
-from persistent.storage.hadoop_fs import HadoopFileSystem  # noqa: E402
-from persistent.storage.job_directory import JobDirectory  # noqa: E402
-from persistent.tools.session import spark_session  # noqa: E402
-
-OUT = os.path.join(os.path.dirname(HERE), "demo-output")
+OUT = "demo-output"
 
 
 def main(argv: list[str] | None = None) -> int:

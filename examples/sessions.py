@@ -15,17 +15,14 @@ a session starts at its first click and ends at its last click plus the gap.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from monoids import Count  # noqa: E402
-from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run_app  # noqa: E402
-from state import SessionWindow, WindowState  # noqa: E402
+from monoids import Count
+from persistent import GeneratorSource, Job, PersistentTask
+from persistent.tools.options import add_job_options, job_settings, run_app
+from state import SessionWindow, WindowState
 
 
 class SessionClicks(PersistentTask):

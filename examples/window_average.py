@@ -13,15 +13,12 @@ window may appear twice (at-least-once) or lack messages (at-most-once; docs/del
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from monoids import Averaged  # noqa: E402
-from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run_app  # noqa: E402
-from state import Window, WindowState  # noqa: E402
+from monoids import Averaged
+from persistent import GeneratorSource, Job, PersistentTask
+from persistent.tools.options import add_job_options, job_settings, run_app
+from state import Window, WindowState
 
 
 class WindowAverage(PersistentTask):

@@ -16,24 +16,21 @@ counts to ``wordcount(word, count, generation, batch)`` instead; the totals are
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from monoids import Count  # noqa: E402
-from persistent import FilesSource, Job, PersistentTask  # noqa: E402
-from persistent.core.errors import ConfigError  # noqa: E402
-from persistent.tools.options import (  # noqa: E402
+from monoids import Count
+from persistent import FilesSource, Job, PersistentTask
+from persistent.core.errors import ConfigError
+from persistent.tools.options import (
     add_job_options,
     add_kafka_options,
     job_settings,
     kafka_source,
     run_app,
 )
-from state import NonWindowState  # noqa: E402
+from state import NonWindowState
 
 
 class WordCount(PersistentTask):

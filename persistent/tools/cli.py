@@ -1,6 +1,7 @@
 """The ``persistent`` command line.
 
     persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]   spark-submit with the project's defaults
+    persistent run [SPARK-SUBMIT OPTIONS] EXAMPLE [APP ARGS]  the same, of an installed example (wordcount)
     persistent clock DIR                      the global minimum checkpoint clock and each task's clock
     persistent status DIR [--batches N]       recent micro-batches, watermark, clocks, state sizes
     persistent inspect DIR [--at T] [--key K] [--task NAME]   the state in a checkpoint, per key
@@ -19,7 +20,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import importlib.util
 import os
+import pkgutil
 import subprocess
 import sys
 import tempfile
@@ -273,21 +276,41 @@ def _rewind(args: argparse.Namespace) -> int:
 
 
 def _split_submit_args(args: list[str]) -> tuple[list[str], str, list[str]]:
-    """``(spark-submit options, APP.py, app arguments)`` of ``persistent run``'s arguments."""
+    """``(spark-submit options, APP.py, app arguments)`` of ``persistent run``'s arguments;
+    an example's name stands for its installed file (``_application``)."""
     i = 0
     while i < len(args):
         arg = args[i]
         if not arg.startswith("-"):
-            return args[:i], arg, args[i + 1 :]
+            return args[:i], _application(arg), args[i + 1 :]
         i += 1 if arg in _SUBMIT_SWITCHES or "=" in arg else 2
     raise UsageError("persistent run needs the application: persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]")
+
+
+def _application(app: str) -> str:
+    """``app`` when it is a file; else, for a name such as ``wordcount``, the file of the
+    installed example ``persistent.examples.wordcount``."""
+    if os.path.isfile(app):
+        return app
+    examples = _examples()
+    if app in examples:
+        return examples[app]
+    names = ", ".join(sorted(examples)) or "none installed"
+    raise UsageError(f"application {app} does not exist (or is not a file), nor is it an example ({names})")
+
+
+def _examples() -> dict[str, str]:
+    """The installed examples' files by name (the modules of ``persistent.examples``)."""
+    spec = importlib.util.find_spec("persistent.examples")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    return {module.name: os.path.join(module.module_finder.path, f"{module.name}.py")
+            for module in pkgutil.iter_modules(spec.submodule_search_locations) if not module.ispkg}
 
 
 def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command line and environment that ``persistent run args`` executes."""
     options, app, app_args = _split_submit_args(args)
-    if not os.path.isfile(app):
-        raise UsageError(f"application {app} does not exist (or is not a file)")
     from pyspark.find_spark_home import _find_spark_home
 
     from persistent.tools.session import DEFAULTS_FILE, LOGGING_FILE
@@ -399,14 +422,16 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "run",
-        usage="persistent run [SPARK-SUBMIT OPTIONS] APP.py [APP ARGS]",
+        usage="persistent run [SPARK-SUBMIT OPTIONS] APP.py|EXAMPLE [APP ARGS]",
         help="run an application with spark-submit and the project's defaults",
         description=(
             "Runs pyspark's spark-submit with the defaults that ship in the package (--properties-file "
             "persistent/conf/spark-defaults.conf), the driver logging at WARN (persistent/conf/log4j2.properties) "
             "and PYSPARK_PYTHON set to this Python unless it is set. Options before APP.py go to spark-submit and "
-            "override the defaults; the arguments after it go to the application. First it checks --master and runs "
-            "APP.py up to where it would start Spark, with a Spark home that starts no JVM: an application that ends "
+            "override the defaults; the arguments after it go to the application. An EXAMPLE is the name of an "
+            "installed example (count, wordcount, window_average, sessions, demo: the modules of "
+            "persistent.examples), which runs from its installed file. First it checks --master and runs APP.py up "
+            "to where it would start Spark, with a Spark home that starts no JVM: an application that ends "
             "before that (printing its --help, or refusing its arguments) ends run there, without a JVM."
         ),
     )

@@ -414,7 +414,16 @@ def test_run_of_an_application_that_does_not_exist_starts_nothing(capsys, monkey
     monkeypatch.setattr(os, "execve", lambda *args: started.append(args))
     code, out, err = run_cli(capsys, "run", "--master", "local[1]", tmp_path / "missing.py", "--total", "5")
     assert (code, out, started) == (2, "", [])
-    assert err == f"persistent: error: application {tmp_path / 'missing.py'} does not exist (or is not a file)\n"
+    assert err == (f"persistent: error: application {tmp_path / 'missing.py'} does not exist (or is not a file), "
+                   f"nor is it an example (count, demo, sessions, window_average, wordcount)\n")
+
+
+def test_run_of_an_example_by_name_runs_the_file_of_the_installed_example():
+    import persistent.examples
+
+    command, _ = cli.submit_command(["--master", "local[1]", "wordcount", "--help"])
+    installed = os.path.join(persistent.examples.__path__[0], "wordcount.py")
+    assert command[-4:] == ["--master", "local[1]", installed, "--help"] and os.path.isfile(installed)
 
 
 @pytest.fixture

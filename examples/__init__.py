@@ -1,0 +1,1 @@
+"""The examples: jobs built on ``persistent.tools.options`` (``python -m persistent.examples.wordcount --help``)."""
