@@ -67,6 +67,7 @@ from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
                                      kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
+from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
@@ -155,8 +156,12 @@ class Plan:
                 running.query.awaitTermination()
             else:
                 running.show_progress(ProgressBar(backlog))
-        finally:
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or a signal of persistent.runtime.stopping.on_signals
+            raise stopped(running, interrupt) from None
+        except BaseException:
             running.stop()
+            raise
+        running.stop()
         return running
 
     def _start(self, spark, available_now: bool, trigger_ms: int | None, metrics: JobMetrics | None,
@@ -360,11 +365,17 @@ class RunningJob:
     #: (``Job.metrics_port``), the source's offset lookups (``Source.rewind_positions``).
     closing: tuple = ()
 
-    def stop(self) -> None:
-        """Stops the query, then closes what the job held open."""
-        self.query.stop()
-        for each in self.closing:
-            each.close()
+    def stop(self, quietly: bool = False) -> None:
+        """Stops the query, then closes what the job held open; ``quietly``, a query
+        that cannot be reached (Spark shutting down after a signal) counts as stopped."""
+        try:
+            self.query.stop()
+        except Exception:
+            if not quietly:
+                raise
+        finally:
+            for each in self.closing:
+                each.close()
 
     def show_progress(self, bar: ProgressBar) -> None:
         """Waits until the query ends, updating ``bar`` from Spark's progress reports."""

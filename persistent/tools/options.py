@@ -17,6 +17,8 @@ argument it cannot work with ends the program with one line naming it.
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 from collections.abc import Callable
 
 from persistent.core.badrecords import BadRecords, LateRecords
@@ -107,12 +109,21 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
 def run(job, args: argparse.Namespace, app_name: str):
     """Checks ``job`` on ``--master`` (``persistent.tools.preflight.check_job``), then
     runs it in a Spark session named ``app_name`` until it ends; with
-    ``--available-now``, once the input there is now has been read."""
+    ``--available-now``, once the input there is now has been read. SIGINT (Ctrl-C) and
+    SIGTERM stop it: ``persistent.runtime.stopping.JobStopped`` says where."""
+    from persistent.runtime.stopping import JobStopped, on_signals
     from persistent.tools.preflight import check_job
     from persistent.tools.session import spark_session
 
     check_job(job, args.master)
-    return job.run(spark_session(app_name, args.master), available_now=args.available_now)
+    spark = spark_session(app_name, args.master)
+    with on_signals(spark):
+        try:
+            return job.run(spark, available_now=args.available_now)
+        except JobStopped:
+            raise
+        except KeyboardInterrupt as interrupt:  # before the query started
+            raise JobStopped(getattr(interrupt, "signum", signal.SIGINT), "before the job started") from None
 
 
 def run_app(parser: argparse.ArgumentParser, build_job: Callable, app_name: str, argv: list[str] | None = None) -> int:
@@ -120,10 +131,16 @@ def run_app(parser: argparse.ArgumentParser, build_job: Callable, app_name: str,
     ``build_job(args)`` and ``run``s it. A setting the job cannot work with
     (``ConfigError``) ends it with one line on stderr and exit status 2, before Spark
     starts when the checks can see it; something the machine lacks (``SetupError``)
-    with exit status 1."""
+    with exit status 1; a signal (``JobStopped``) with one line saying where the job
+    stopped and ``128 +`` the signal's number (130 for Ctrl-C)."""
+    from persistent.runtime.stopping import JobStopped
+
     args = parser.parse_args(argv)
     try:
         run(build_job(args), args, app_name)
+    except JobStopped as stop:
+        print(stop, file=sys.stderr)
+        return stop.exit_status
     except ConfigError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     except SetupError as exc:
