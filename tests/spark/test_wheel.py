@@ -1,33 +1,37 @@
 """The wheel is the product: built from the checkout as a release is (the sdist, then the
-wheel from it), installed in a new virtual environment outside the checkout, it runs
-the count example with ``persistent run`` and with ``spark-submit``.
+wheel from it), installed in a new virtual environment outside the checkout, it runs its
+installed examples with ``persistent run`` and with ``spark-submit``, on ``local[2]`` and,
+as docs/deploy.md's standalone section shows, on a standalone master and worker bound to
+127.0.0.1, with the commands of that section.
 
 The new environment gets the wheel alone (``--no-deps``). Its dependencies come from
 this test's environment through a ``.pth`` file, which puts that site-packages
 directory on ``sys.path`` without running the ``.pth`` files in it, so the editable
-install of the checkout stays out. The example is a copy outside the checkout (the
-examples put the checkout first on ``sys.path``), and every command runs there. That
-the wheel requires what its modules import is checked on the wheel's metadata.
+install of the checkout stays out. Every command runs in a directory outside the
+checkout, and the examples run from their installed files (``persistent.examples``).
+That the wheel requires what its modules import is checked on the wheel's metadata.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import json
 import os
 import re
-import shutil
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import sysconfig
+import time
+import urllib.request
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
-
-from tests.spark.conftest import EXAMPLES
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 TOTAL, KEYS = 3_000, 5
@@ -107,23 +111,105 @@ def _distribution(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.match(r"\s*([A-Za-z0-9._-]+)", requirement).group(1)).lower()
 
 
+def test_the_installed_examples_answer_help_as_modules(installed, tmp_path):
+    shown = run([installed / "bin" / "python", "-m", "persistent.examples.wordcount", "--help"], **outside(tmp_path))
+    assert shown.startswith("usage: ") and "Word count over a directory of text files" in shown
+    where = run([installed / "bin" / "python", "-c", "import persistent.examples.wordcount as w; print(w.__file__)"],
+                **outside(tmp_path)).strip()
+    assert Path(where).is_relative_to(installed)
+
+
+def installed_example(installed: Path, name: str, directory: Path) -> str:
+    """The file of the installed example ``name``, as docs/deploy.md finds it."""
+    return run([installed / "bin" / "python", "-c", f"import persistent.examples.{name} as app; print(app.__file__)"],
+               **outside(directory)).strip()
+
+
+def spark_home(installed: Path, directory: Path) -> str:
+    """docs/deploy.md's ``SPARK_HOME``: the pyspark the environment's Python imports."""
+    return run([installed / "bin" / "python", "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+               **outside(directory)).strip()
+
+
+def count_command(installed: Path, launcher: str, master: str, directory: Path) -> tuple[list, dict]:
+    """docs/deploy.md's commands: ``persistent run`` of the example by name, or
+    ``spark-submit`` of its installed file with SPARK_HOME and PYSPARK_PYTHON exported."""
+    args = ["--checkpoint", directory / "ck", "--output", f"sqlite://{directory / 'out.db'}", "--total", TOTAL,
+            "--keys", KEYS, "--available-now"]
+    if launcher == "persistent run":  # it names its own Python for the workers
+        return [installed / "bin" / "persistent", "run", "--master", master, "count", *args], {}
+    home = spark_home(installed, directory)
+    return ([Path(home) / "bin" / "spark-submit", "--master", master, installed_example(installed, "count", directory),
+             *args], {"SPARK_HOME": home, "PYSPARK_PYTHON": str(installed / "bin" / "python")})
+
+
+def assert_counted_exactly(directory: Path) -> None:
+    with sqlite3.connect(directory / "out.db") as db:
+        counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
+    assert counted == {f"k{k}": len(range(k, TOTAL, KEYS)) for k in range(KEYS)}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("launcher", ["persistent run", "spark-submit"])
 def test_the_installed_package_counts_the_generated_messages_exactly(installed, spark_lock, tmp_path, launcher):
-    from pyspark.find_spark_home import _find_spark_home
+    command, variables = count_command(installed, launcher, "local[2]", tmp_path)
+    run(command, timeout=300, **outside(tmp_path, **variables))
+    assert_counted_exactly(tmp_path)
 
-    app = tmp_path / "app" / "count.py"
-    app.parent.mkdir()
-    shutil.copy(Path(EXAMPLES) / "count.py", app)
-    if launcher == "persistent run":  # it names its own Python for the workers
-        command, options = [installed / "bin" / "persistent", "run"], outside(tmp_path)
-    else:
-        command = [Path(_find_spark_home()) / "bin" / "spark-submit"]
-        options = outside(tmp_path, PYSPARK_PYTHON=str(installed / "bin" / "python"))
-    run([*command, "--master", "local[2]", app, "--checkpoint", tmp_path / "ck", "--output",
-         f"sqlite://{tmp_path / 'out.db'}", "--total", TOTAL, "--keys", KEYS, "--rows-per-batch", 1000,
-         "--available-now", "--key-groups", 2, "--interval-ms", 500],
-        timeout=300, **options)
-    with sqlite3.connect(tmp_path / "out.db") as db:
-        counted = dict(db.execute("SELECT key, count FROM counts").fetchall())
-    assert counted == {f"k{k}": len(range(k, TOTAL, KEYS)) for k in range(KEYS)}
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def standalone(installed, spark_lock, tmp_path_factory):
+    """A standalone master and one worker (1 core, 1g) on 127.0.0.1, started in the
+    foreground as docs/deploy.md shows (``spark-class``); its master URL."""
+    work = tmp_path_factory.mktemp("standalone")
+    home = spark_home(installed, work)
+    port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    environment = {**outside(work, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=home)["env"],
+                   "SPARK_LOG_DIR": str(work / "logs")}
+    daemons = []
+    for name, arguments in [
+        ("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", port,
+                    "--webui-port", master_ui]),
+        ("worker", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", 1, "--memory", "1g",
+                    "--webui-port", worker_ui, "--work-dir", work / "work", master_url]),
+    ]:
+        with open(work / f"{name}.log", "w") as log:
+            daemons.append(subprocess.Popen([Path(home) / "bin" / "spark-class", *map(str, arguments)], cwd=work,
+                                            env=environment, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True))
+    try:
+        deadline = time.monotonic() + 120
+        while not _alive_workers(master_ui):
+            assert time.monotonic() < deadline, (work / "worker.log").read_text()[-3000:]
+            assert all(d.poll() is None for d in daemons), (work / "master.log").read_text()[-3000:]
+            time.sleep(1)
+        yield master_url
+    finally:
+        for daemon in reversed(daemons):
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait(60)
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as answer:
+            return int(json.load(answer).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("launcher", ["persistent run", "spark-submit"])
+def test_deploys_commands_count_exactly_on_a_standalone_cluster_and_end(installed, standalone, tmp_path, launcher):
+    """docs/deploy.md's submit commands, on its standalone master and worker: to the end
+    (``--available-now``), exit status 0, exact counts."""
+    command, variables = count_command(installed, launcher, standalone, tmp_path)
+    run(command, timeout=400, **outside(tmp_path, SPARK_LOCAL_IP="127.0.0.1", **variables))
+    assert_counted_exactly(tmp_path)
