@@ -77,6 +77,13 @@ class FileSystem(ABC):
         """
 
     @abstractmethod
+    def create_new(self, path: str, data: bytes) -> None:
+        """Writes ``data`` to ``path`` unless ``path`` exists, atomically and durably: of
+        two writers of one path at the same moment, one makes it and the other gets
+        ``FileExistsError``, and a reader sees the whole file or none. Creates parent
+        directories. Raises another ``OSError`` naming ``path`` when the storage refuses."""
+
+    @abstractmethod
     def replace(self, source: str, target: str) -> None:
         """Renames file ``source`` to ``target`` atomically, replacing what is there;
         creates ``target``'s parent directories. Raises an ``OSError`` naming ``target``
@@ -152,6 +159,18 @@ def sync_directory(directory: str) -> None:
         os.close(dir_fd)
 
 
+class _Taken(Exception):
+    """``create_new``'s target exists: no ``OSError``, so ``_refusals`` lets it pass."""
+
+
+def _link(temp: str, target: str) -> None:
+    # link(2), unlike rename(2), fails on an existing target (on NFS as well).
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        raise _Taken from None
+
+
 class LocalFileSystem(FileSystem):
     """The local file system, for plain paths and ``file://`` URIs."""
 
@@ -160,6 +179,18 @@ class LocalFileSystem(FileSystem):
             return f.read()
 
     def write_atomic(self, path: str, data: bytes) -> None:
+        self._write_whole(path, data, os.replace)
+
+    def create_new(self, path: str, data: bytes) -> None:
+        try:
+            self._write_whole(path, data, _link)
+        except _Taken:
+            raise FileExistsError(f"{path} exists") from None
+
+    def _write_whole(self, path: str, data: bytes, place) -> None:
+        """Writes ``data`` durably to a temporary file beside ``path``, then ``place(temp,
+        target)``s it (replacing or linking) and syncs the directory; the temporary
+        file is gone afterwards."""
         target = local_path(path)
         directory = os.path.dirname(target) or "."
         with _refusals("write", path):
@@ -170,11 +201,10 @@ class LocalFileSystem(FileSystem):
                     f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
-                os.replace(temp, target)
-            except BaseException:
+                place(temp, target)
+            finally:
                 if os.path.exists(temp):
                     os.unlink(temp)
-                raise
             sync_directory(directory)
 
     def replace(self, source: str, target: str) -> None:

@@ -15,6 +15,7 @@ __all__ = [
     "JobDirectoryError",
     "InputError",
     "SetupError",
+    "JobDirectoryInUseError",
 ]
 
 
@@ -43,3 +44,8 @@ class InputError(PersistentError, ValueError):
 
 class SetupError(PersistentError, RuntimeError):
     """The machine or the cluster lacks something a job needs (Java, a package, a connector)."""
+
+
+class JobDirectoryInUseError(SetupError):
+    """Another job (or ``persistent rewind``) holds the job directory's lease
+    (``persistent.storage.lease``); the message names it. Nothing has been written."""

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
+from persistent.core.errors import JobDirectoryInUseError
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
@@ -75,6 +76,7 @@ from persistent.storage.hadoop_fs import HadoopFileSystem
 from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
 from persistent.storage.dead_letters import DeadLetters
 from persistent.storage.job_directory import JobDirectory
+from persistent.storage.lease import JobLease
 from state.errors import StorageError
 from state.fs import FileSystem
 from state.persistent_state import PersistentState
@@ -129,18 +131,24 @@ class Plan:
         return self.spec.window is not None
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
-        """Plans recovery, builds the query and starts it; with ``Job.metrics_port``,
-        first serves the metrics (until ``RunningJob.stop``)."""
+        """Takes the job directory's lease (``persistent.storage.lease``: a directory
+        another job runs on is refused here, before anything is written), plans
+        recovery, builds the query and starts it; with ``Job.metrics_port``, first
+        serves the metrics (until ``RunningJob.stop``)."""
+        directory = JobDirectory(self._filesystem(spark), self.job.checkpoint_dir)
+        lease = JobLease.acquire(directory, f"Spark application {spark.sparkContext.applicationId}",
+                                 report=lambda message: stderr.line(f"[persistent] {message}"))
         metrics, closing = None, []
-        if self.job.metrics_port is not None:
-            metrics = JobMetrics.of(self.job, spark.sparkContext.appName)
-            closing.append(metrics)
-            stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
         try:
-            return self._start(spark, available_now, trigger_ms, metrics, closing)
+            if self.job.metrics_port is not None:
+                metrics = JobMetrics.of(self.job, spark.sparkContext.appName)
+                closing.append(metrics)
+                stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
+            return self._start(spark, directory, lease, available_now, trigger_ms, metrics, closing)
         except BaseException:
             for each in closing:
                 each.close()
+            lease.close()
             raise
 
     def run(self, spark, available_now: bool = True) -> RunningJob:
@@ -164,12 +172,12 @@ class Plan:
         running.stop()
         return running
 
-    def _start(self, spark, available_now: bool, trigger_ms: int | None, metrics: JobMetrics | None,
-               closing: list) -> RunningJob:
-        """Starts the query; ``closing`` gathers what the job holds open until it stops."""
+    def _start(self, spark, directory: JobDirectory, lease: JobLease, available_now: bool, trigger_ms: int | None,
+               metrics: JobMetrics | None, closing: list) -> RunningJob:
+        """Starts the query on ``directory`` (whose ``lease`` the job holds); ``closing``
+        gathers what the job holds open until it stops."""
         job = self.job
         _ship_by_value(type(job.task))
-        directory = JobDirectory(self._filesystem(spark), job.checkpoint_dir)
         storage = JobStorage(job.checkpoint_dir, job.webhdfs_address)
         if self.checkpoints:  # also finishes a rescale a crash interrupted
             rescaled = rescale_if_asked(spark, directory, job.key_groups, storage, self.spec,
@@ -220,7 +228,8 @@ class Plan:
         finally:
             for name, value in previous.items():
                 spark.conf.set(name, value)
-        return RunningJob(query, recovery, directory, tuple(closing))
+        lease.when_lost(lambda reason: _stop_on_lost(query, reason))
+        return RunningJob(query, recovery, directory, tuple(closing), lease)
 
     def _filesystem(self, spark) -> FileSystem:
         """The driver's file system for the job directory: the one the executors use
@@ -288,6 +297,12 @@ def _slot(recovery: Recovery):
         return F.col(GROUP)
     slots = group_slots(recovery.key_groups, recovery.partitions)
     return F.array(*(F.lit(slot) for slot in slots))[F.col(GROUP)]
+
+
+def _stop_on_lost(query, reason: str) -> None:
+    """Stops a job that lost its directory's lease: another job may write there now."""
+    stderr.line(f"[persistent] {reason}: stopping this job")
+    query.stop()
 
 
 def _job_of(source, storage: JobStorage | None) -> dict:
@@ -364,10 +379,14 @@ class RunningJob:
     #: What the job holds open until ``stop`` closes it: the metrics server
     #: (``Job.metrics_port``), the source's offset lookups (``Source.rewind_positions``).
     closing: tuple = ()
+    #: The job directory's lease, renewed until ``stop`` releases it.
+    lease: JobLease | None = None
 
     def stop(self, quietly: bool = False) -> None:
-        """Stops the query, then closes what the job held open; ``quietly``, a query
-        that cannot be reached (Spark shutting down after a signal) counts as stopped."""
+        """Stops the query, closes what the job held open and releases the directory's
+        lease; ``quietly``, a query that cannot be reached (Spark shutting down after a
+        signal) counts as stopped. Raises ``JobDirectoryInUseError`` when the job had lost
+        its lease (and so stopped)."""
         try:
             self.query.stop()
         except Exception:
@@ -376,6 +395,10 @@ class RunningJob:
         finally:
             for each in self.closing:
                 each.close()
+            if self.lease is not None:
+                self.lease.close()
+        if self.lease is not None and self.lease.lost is not None:
+            raise JobDirectoryInUseError(self.lease.lost)
 
     def show_progress(self, bar: ProgressBar) -> None:
         """Waits until the query ends, updating ``bar`` from Spark's progress reports."""

@@ -9,7 +9,10 @@ a cluster, set them for the executors too (``spark.executorEnv.NAME``).
 
 An object store has no rename, but a PUT is atomic: an object appears whole, with its
 new bytes, or not at all. So ``write_atomic`` writes the target itself, and a reader
-sees the old bytes or the new bytes, never a torn file. ``replace`` is a copy, then a
+sees the old bytes or the new bytes, never a torn file. ``create_new`` cannot be atomic
+without a conditional PUT, which pyarrow lacks: it looks, then writes (a job's lease
+on an object store catches two starts at the same moment only by re-reading what it
+wrote, ``persistent.storage.lease``). ``replace`` is a copy, then a
 delete of the source: the target appears whole too, and a crash between the two
 leaves the source behind (a rescale's staging directory, which it removes again).
 """
@@ -72,6 +75,13 @@ class ArrowFileSystem(FileSystem):
     def write_atomic(self, path: str, data: bytes) -> None:
         with self._errors("write", path), self.arrow.open_output_stream(self._path(path)) as stream:
             stream.write(data)
+
+    def create_new(self, path: str, data: bytes) -> None:
+        # Not atomic: pyarrow offers no conditional PUT, so two writers at the same
+        # moment may both find no object, and the later PUT's bytes win.
+        if self.exists(path):
+            raise FileExistsError(f"{path} exists")
+        self.write_atomic(path, data)
 
     def replace(self, source: str, target: str) -> None:
         with self._errors("write", target):

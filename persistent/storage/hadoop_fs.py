@@ -3,7 +3,9 @@
 The same client Spark uses for its own checkpoint location, so ``hdfs://``,
 ``file://`` and every scheme configured in Hadoop work. Atomic replacement uses
 ``FileContext.rename(..., OVERWRITE)``, as Spark's checkpoint file manager does, or
-on the local file system POSIX rename, which replaces atomically.
+on the local file system POSIX rename, which replaces atomically; ``create_new``
+renames without ``OVERWRITE`` (on the local file system: links), which refuses an
+existing target.
 
 Hadoop's checksummed local file system (``file://``) is bypassed for its raw one:
 the records carry their own CRC32, so a damaged file is reported by the store that
@@ -17,6 +19,7 @@ messages in one line instead of Py4J's Java stack trace.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -65,9 +68,10 @@ class HadoopFileSystem(FileSystem):
             if self._local:
                 self._fs = self._fs.getRawFileSystem()
             self._context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(root.toUri(), self._conf)
-        rename = jvm.org.apache.hadoop.fs.Options.Rename
-        self._overwrite = spark.sparkContext._gateway.new_array(rename, 1)
+        rename, self._gateway = jvm.org.apache.hadoop.fs.Options.Rename, spark.sparkContext._gateway
+        self._overwrite = self._gateway.new_array(rename, 1)
         self._overwrite[0] = rename.OVERWRITE
+        self._no_overwrite = self._gateway.new_array(rename, 0)
 
     def read_bytes(self, path: str) -> bytes:
         with _refusals("read", path):
@@ -80,6 +84,14 @@ class HadoopFileSystem(FileSystem):
                 stream.close()
 
     def write_atomic(self, path: str, data: bytes) -> None:
+        self._write_whole(path, data, self._replace)
+
+    def create_new(self, path: str, data: bytes) -> None:
+        self._write_whole(path, data, self._create)
+
+    def _write_whole(self, path: str, data: bytes, place) -> None:
+        """Writes ``data`` durably to a temporary file beside ``path``, then ``place(temp,
+        target, path)``s it (``_replace``, ``_create``)."""
         with _refusals("write", path):
             target = self._path(path)
             parent = target.getParent()
@@ -92,8 +104,8 @@ class HadoopFileSystem(FileSystem):
                     out.hsync()
                 finally:
                     out.close()
-                self._replace(temp, target, path)
-            except (Py4JJavaError, NotWritableError):
+                place(temp, target, path)
+            except (Py4JJavaError, NotWritableError, FileExistsError):
                 # The write's error is the one to report; readers ignore a temporary file left behind.
                 with suppress(Py4JJavaError):
                     self._fs.delete(temp, False)
@@ -112,6 +124,23 @@ class HadoopFileSystem(FileSystem):
         else:
             # The new directory entry is durable only once the directory is synced.
             sync_directory(self._fs.pathToFile(target.getParent()).getPath())
+
+    def _create(self, temp, target, path: str) -> None:
+        """Renames ``temp`` to ``target`` unless ``target`` exists (``FileExistsError``)."""
+        if self._local:  # link(2) refuses an existing target; the raw file system's rename replaces it
+            try:
+                os.link(self._fs.pathToFile(temp).getPath(), self._fs.pathToFile(target).getPath())
+            except FileExistsError:
+                raise FileExistsError(f"{path} exists") from None
+            self._fs.delete(temp, False)
+            sync_directory(self._fs.pathToFile(target.getParent()).getPath())
+            return
+        try:
+            self._context.rename(temp, target, self._no_overwrite)
+        except Py4JJavaError as exc:
+            if is_instance_of(self._gateway, exc.java_exception, "org.apache.hadoop.fs.FileAlreadyExistsException"):
+                raise FileExistsError(f"{path} exists") from None
+            raise
 
     def replace(self, source: str, target: str) -> None:
         with _refusals("write", target):

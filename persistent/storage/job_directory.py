@@ -27,6 +27,8 @@
                                the staged checkpoints, then the plan (``RescalePlan``)
     DIR/dead-letters/          the dead-letter output, unless the job names another directory
                                (``JobDirectory.default_dead_letters``)
+    DIR/lease/<term>           which process holds the directory: the newest term's ``Lease``
+                               (``persistent.storage.lease``)
 
 The small JSON records are ``persistent.storage.records``'s. Which way a job starts
 on what the directory holds (fresh, path A, path B) is the runtime's decision
@@ -43,6 +45,7 @@ from persistent.storage.records import (
     DeliveryPosition,
     FailedBatch,
     Generation,
+    Lease,
     Record,
     RescalePlan,
     RewindPositions,
@@ -100,6 +103,7 @@ class JobDirectory:
         self._rescale = fs.join(self.root, "rescale")
         self._rescale_checkpoints = fs.join(self._rescale, "checkpoints")
         self._rescale_plan = fs.join(self._rescale, "plan")
+        self._lease = fs.join(self.root, "lease")
 
     @staticmethod
     def default_dead_letters(root: str) -> str:
@@ -112,8 +116,8 @@ class JobDirectory:
         return bool(set(self.fs.list_names(self.root)) & set(self.MARKS))
 
     def is_empty(self) -> bool:
-        """Whether the directory holds nothing (or does not exist)."""
-        return not self.fs.list_names(self.root)
+        """Whether the directory holds nothing but its lease (or does not exist)."""
+        return not set(self.fs.list_names(self.root)) - {"lease"}
 
     def store(self, group: int) -> CheckpointStore:
         """The checkpoint store of key group ``group``."""
@@ -203,6 +207,28 @@ class JobDirectory:
         for name in self.fs.list_names(self._rewind):
             if name.isdigit() and int(name) < oldest_ms:
                 self.fs.delete(self.fs.join(self._rewind, name))
+
+    def lease_terms(self) -> list[int]:
+        """The terms of the lease records present, oldest first."""
+        return sorted(int(name) for name in self.fs.list_names(self._lease) if name.isdigit())
+
+    def _lease_path(self, term: int) -> str:
+        return self.fs.join(self._lease, f"{term:012d}")
+
+    def read_lease(self, term: int) -> Lease | None:
+        """The lease record of ``term``; None when it is gone."""
+        return self._read(Lease, self._lease_path(term), f"delete it once no job runs on {self.root}")
+
+    def create_lease(self, term: int, lease: Lease) -> None:
+        """Writes the record of the new ``term``; ``FileExistsError`` when another wrote it first."""
+        self.fs.create_new(self._lease_path(term), lease.to_json())
+
+    def record_lease(self, term: int, lease: Lease) -> None:
+        """Replaces the record of ``term`` (renewed, released)."""
+        self._write(self._lease_path(term), lease)
+
+    def delete_lease(self, term: int) -> None:
+        self.fs.delete(self._lease_path(term))
 
     def read_rescale_plan(self) -> RescalePlan | None:
         """The rescale whose install has begun but not finished, if any."""

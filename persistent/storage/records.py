@@ -23,6 +23,7 @@ __all__ = [
     "DeliveryPosition",
     "RescalePlan",
     "RewindPositions",
+    "Lease",
 ]
 
 
@@ -155,6 +156,32 @@ class RewindPositions(Record):
 
     clock_ms: int
     offsets: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Lease(Record):
+    """``DIR/lease/<term>``: which process holds the job directory
+    (``persistent.storage.lease``). Times are the holder's wall clock, in ms."""
+
+    #: Random, per acquisition: tells the holder's own record from another's.
+    token: str
+    host: str
+    #: The holder's machine and pid namespace (``persistent.storage.lease.machine``):
+    #: where its ``pid`` can be looked up.
+    machine: str
+    pid: int
+    #: When the process ``pid`` started (``persistent.storage.lease.process_start``), which
+    #: tells it from a later process given the same pid; None where it cannot be looked up.
+    pid_started: int | None
+    #: The Spark application id of the job, or the command that holds the lease.
+    holder: str
+    started_at_ms: int
+    renewed_at_ms: int
+    renew_every_ms: int
+    #: Unrenewed for this long, the lease is free.
+    expires_after_ms: int
+    #: When the holder released it; None while held.
+    released_at_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ clusters secured with Kerberos are not supported.
 
 ``write_atomic`` creates a temporary file beside the target, then renames it over
 the target with ``renameoptions=OVERWRITE``: the NameNode's atomic replacing rename,
-which Hadoop's ``FileContext.rename(..., OVERWRITE)`` uses too.
+which Hadoop's ``FileContext.rename(..., OVERWRITE)`` uses too. ``create_new`` renames
+with ``renameoptions=NONE``, which the NameNode refuses when the target exists.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class WebHdfsFileSystem(FileSystem):
         """Turns the client's errors into ``OSError``s naming the action and the URI."""
         try:
             yield
+        except FileExistsError:  # create_new's answer, not a failure
+            raise
         except HdfsError as exc:
             if exc.exception == "FileNotFoundException":
                 raise FileNotFoundError(f"{uri} does not exist") from None
@@ -85,16 +88,28 @@ class WebHdfsFileSystem(FileSystem):
             return reader.read()
 
     def write_atomic(self, path: str, data: bytes) -> None:
+        self._write_whole(path, data, "OVERWRITE")
+
+    def create_new(self, path: str, data: bytes) -> None:
+        self._write_whole(path, data, "NONE")
+
+    def _write_whole(self, path: str, data: bytes, rename: str) -> None:
+        """Writes ``data`` to a temporary file beside ``path``, then renames it to
+        ``path`` with ``renameoptions=rename``: ``OVERWRITE`` replaces what is there,
+        ``NONE`` raises ``FileExistsError`` when ``path`` exists (the NameNode's rename
+        refuses atomically); a failed rename deletes the temporary file."""
         target = self._path(path)
         directory, name = posixpath.split(target)
         temp = posixpath.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
         with self._errors("write", path):
             self.client.write(temp, data=bytes(data), overwrite=False)
             try:
-                # The client's rename() cannot replace a file; the raw call passes the option.
-                self.client._rename(temp, destination=target, renameoptions="OVERWRITE")
-            except BaseException:
+                # The client's rename() takes no options; the raw call passes them.
+                self.client._rename(temp, destination=target, renameoptions=rename)
+            except BaseException as exc:
                 self.client.delete(temp)
+                if isinstance(exc, HdfsError) and exc.exception == "FileAlreadyExistsException":
+                    raise FileExistsError(f"{path} exists") from None
                 raise
 
     def replace(self, source: str, target: str) -> None:

@@ -118,9 +118,13 @@ def _now_ms() -> int:
 def _status(args: argparse.Namespace) -> int:
     from persistent.tools.inspection import open_job
 
+    from persistent.storage.lease import describe, holder
+
     directory = open_job(args.checkpoint_dir)
     now_ms = _now_ms()
     print(f"job directory  {directory.root}")
+    lease = holder(directory, now_ms)
+    print(f"running        {describe(lease, now_ms)}" if lease else "running        no job (no live lease)")
     generation = directory.read_generation()
     if generation is not None:
         floor_ms = generation.floor_ms
@@ -221,6 +225,7 @@ def _inspect(args: argparse.Namespace) -> int:
             f"note: {len(missing)} task(s) have no checkpoint at {at_ms} ms and are not shown: " + ", ".join(missing),
             file=sys.stderr,
         )
+    print(_covered(directory, at_ms), file=sys.stderr)
     windowed = None
     for row in read_state(directory, at_ms, tasks):
         if args.key is not None and str(row.key) != args.key:
@@ -234,6 +239,21 @@ def _inspect(args: argparse.Namespace) -> int:
         shown = f"key {args.key!r}" if args.key is not None else "keys"
         print(f"no {shown} in the checkpoints at {at_ms} ms of {len(tasks)} task(s)", file=sys.stderr)
     return 0
+
+
+def _covered(directory: JobDirectory, at_ms: int) -> str:
+    """What the values at checkpoint time ``at_ms`` hold, and what a sink holds beyond them."""
+    note = (f"note: the state at checkpoint time {at_ms} ms ({_iso(at_ms)}) holds the messages with event time "
+            f"before {at_ms} ms, none after")
+    progress = directory.read_progress(1)
+    if not progress or progress[-1].watermark_ms <= at_ms:
+        return note
+    last = progress[-1]
+    return (
+        f"{note}. The job has read on, to watermark {last.watermark_ms} ms (micro-batch {last.generation}.{last.batch}): "
+        f"its sink's results count those messages too, so they may be larger. Until the next checkpoint they are "
+        f"only in Spark's state store ({directory.spark}); the sink holds the newest values"
+    )
 
 
 def _current_clock(directory: JobDirectory) -> int:
@@ -456,8 +476,11 @@ def parser() -> argparse.ArgumentParser:
     inspect = _directory_command(
         commands, "inspect", _inspect, "print the state per key in the checkpoints at a time",
         "Prints the state of every key (and, for windowed states, every window not yet closed) in the tasks' "
-        "checkpoints at time T, tab-separated. Checkpoints name their monoid; one defined outside the monoids "
-        "package needs --import of its module.",
+        "checkpoints at time T, tab-separated. A checkpoint at T holds the messages with event time before T, "
+        "none at or after it: a running job's sink also counts the messages it has read since (up to its "
+        "watermark, which `persistent status` shows), so the sink's values may be larger; a note on stderr says "
+        "how far the job has read. Checkpoints name their monoid; one defined outside the monoids package needs "
+        "--import of its module.",
     )
     inspect.add_argument("--at", type=_time_ms, metavar="T", help="checkpoint time in ms (default: the clock)")
     inspect.add_argument("--key", metavar="K", help="show only key K (compared as text)")
@@ -472,8 +495,9 @@ def parser() -> argparse.ArgumentParser:
         commands, "rewind", _rewind, "prepare a restart from the earlier checkpoint at T (recovery path B)",
         "Checks that T is a clock in the clock's history and that every task of it holds a readable checkpoint "
         "at T (else changes nothing), then deletes DIR/spark, sets the clock to T and deletes the checkpoints "
-        "after T. The next start restores every task at T and rewinds the sources to T. Stop the job first. "
-        "DIR must be writable: local, file:// or webhdfs://.",
+        "after T. The next start restores every task at T and rewinds the sources to T. Stop the job first: "
+        "while a job runs on DIR (holds its lease), rewind is refused, naming it, and while rewind runs, a job "
+        "is refused. DIR must be writable: local, file:// or webhdfs://.",
     )
     rewind_.add_argument("--to", type=_time_ms, required=True, metavar="T", help="the clock to rewind to, in ms")
     return p

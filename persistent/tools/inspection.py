@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from persistent.core.errors import JobDirectoryError
+from persistent.core.errors import JobDirectoryError, JobDirectoryInUseError
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
 from persistent.storage.job_directory import JobDirectory, task_index, task_name
+from persistent.storage.lease import JobLease
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError
@@ -124,8 +125,19 @@ def rewind(directory: JobDirectory, to_ms: int) -> Rewound:
     (naming the tasks and the times they hold) and nothing changes. Then Spark's
     checkpoint location is deleted (so the next start takes path B), the clock is
     rewound (``ClockStore.rewind``) and the checkpoints after ``to_ms`` are deleted.
-    Stop the job first: a running job would keep writing the old timeline.
+    Stop the job first: a running job would keep writing the old timeline. The rewind
+    holds the directory's lease (``persistent.storage.lease``): while a job holds it,
+    ``JobDirectoryInUseError`` naming the job, and nothing changes.
     """
+    try:
+        lease = JobLease.acquire(directory, "persistent rewind")
+    except JobDirectoryInUseError as exc:
+        raise JobDirectoryInUseError(f"cannot rewind while a job runs: {exc}") from None
+    with lease:
+        return _rewind(directory, to_ms)
+
+
+def _rewind(directory: JobDirectory, to_ms: int) -> Rewound:
     clock = directory.clock
     try:
         current = clock.read()

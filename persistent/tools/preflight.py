@@ -2,8 +2,9 @@
 second without a JVM, refused with one sentence naming what and where, before
 anything is created.
 
-``check_job`` looks at a job as ``Job`` made it: its local checkpoint directory, its
-SQLite database or local Parquet directory, the local input directory of a files
+``check_job`` looks at a job as ``Job`` made it: its local checkpoint directory (and
+whether another job holds its lease, ``persistent.storage.lease``), its SQLite database
+or local Parquet directory, the local input directory of a files
 source, the metrics client when it serves metrics, and the Spark master. Directories
 on other file systems are left to the job's start: reaching them takes longer than a
 check should.
@@ -21,7 +22,9 @@ from persistent.runtime.metrics import prometheus_client
 from persistent.sinks.parquet import ParquetSink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.files import FilesSource
-from state.fs import local_path
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.lease import check_free
+from state.fs import LocalFileSystem, local_path
 
 if TYPE_CHECKING:
     from persistent.runtime.job import Job
@@ -42,6 +45,8 @@ def check_job(job: Job, master: str | None) -> None:
     (None: spark-submit's or the session's default) once Spark had started; creates
     nothing."""
     _check_directory_path(job.checkpoint_dir, "checkpoint directory")
+    if _local(job.checkpoint_dir) is not None:
+        check_free(JobDirectory(LocalFileSystem(), job.checkpoint_dir))
     if isinstance(job.sink, SQLiteSink):
         _check_file_path(job.sink.database, "SQLite database")
     elif isinstance(job.sink, ParquetSink):

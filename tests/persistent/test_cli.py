@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.lease import JobLease, holder
 from persistent.tools import cli
 from state.checkpoint_store import CheckpointStore
 from state.fs import LocalFileSystem
@@ -78,7 +79,12 @@ def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(counting_job, co
         done = persistent(command[0], counting_job.directory.root, *command[1:], stdout=write)
     finally:
         os.close(write)
-    assert (done.returncode, done.stderr) == (0, b"")
+    assert (done.returncode, quiet(done.stderr.decode())) == (0, "")
+
+
+def quiet(err: str) -> str:
+    """``err`` without the notes of ``persistent inspect``: what is left is an error."""
+    return "".join(line for line in err.splitlines(keepends=True) if not line.startswith("note: "))
 
 
 @pytest.mark.parametrize("command", ["clock", "status", "inspect"])
@@ -87,7 +93,7 @@ def test_a_command_piped_into_head_prints_its_first_line_and_ends_quietly(counti
     done = subprocess.run(["bash", "-o", "pipefail", "-c", f"{line} | head -1"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     alone = persistent(command, counting_job.directory.root, text=True)
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, quiet(done.stderr)) == (0, "")
     assert done.stdout == alone.stdout.splitlines(keepends=True)[0]
 
 
@@ -131,6 +137,7 @@ def test_status_reports_batches_watermark_clocks_state_sizes_and_dead_letters(ca
     code, out, _ = run_cli(capsys, "status", counting_job.directory.root)
     assert code == 0
     lines = out.splitlines()
+    assert lines.pop(1) == "running        no job (no live lease)"
     assert lines[1] == "generation     0, started fresh, 3 key groups"
     assert lines[2].startswith("last batch     0.3, committed 2023-11-14T22:13:23.000+00:00 (")
     assert lines[3].startswith("watermark      409 ms  1970-01-01T00:00:00.409+00:00  (")
@@ -193,7 +200,7 @@ def test_status_of_a_fresh_job_says_there_is_no_clock(capsys, tmp_path):
     writer = JobWriter(str(tmp_path / "job"), Counting())
     code, out, _ = run_cli(capsys, "status", writer.directory.root)
     assert code == 0
-    assert out.splitlines()[2:] == ["progress       none yet: the job has not committed a micro-batch",
+    assert out.splitlines()[3:] == ["progress       none yet: the job has not committed a micro-batch",
                                     "clock          none yet: no task has checkpointed"]
 
 
@@ -223,10 +230,35 @@ def test_a_damaged_progress_file_is_an_error_naming_the_file_and_field(capsys, c
 
 def test_inspect_prints_each_keys_count_at_the_clock(capsys, counting_job):
     code, out, err = run_cli(capsys, "inspect", counting_job.directory.root)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, READ_ON.format(at=400, root=counting_job.directory.root))
     rows = inspected(out)
     assert {r["key"]: int(r["value"]) for r in rows} == counting_job.counts_before(400)
     assert all(r["task"] == f"group-{counting_job.group_of(r['key']):05d}" for r in rows)
+
+
+#: What inspect notes of the counting job's directory at ``at``: its job has read to watermark 409 ms.
+READ_ON = ("note: the state at checkpoint time {at} ms (1970-01-01T00:00:00.{at:03d}+00:00) holds the messages with "
+           "event time before {at} ms, none after. The job has read on, to watermark 409 ms (micro-batch 0.3): its "
+           "sink's results count those messages too, so they may be larger. Until the next checkpoint they are only "
+           "in Spark's state store ({root}/spark); the sink holds the newest values\n")
+
+
+def test_inspect_says_what_the_state_at_a_checkpoint_holds_and_how_far_the_job_read_on(capsys, counting_job):
+    fs, root = counting_job.directory.fs, counting_job.directory.root
+    _, _, err = run_cli(capsys, "inspect", root, "--at", 200)
+    assert err == READ_ON.format(at=200, root=root)
+    fs.delete(fs.join(root, "progress"))  # nothing says the job read on
+    _, _, err = run_cli(capsys, "inspect", root)
+    assert err == ("note: the state at checkpoint time 400 ms (1970-01-01T00:00:00.400+00:00) holds the messages "
+                   "with event time before 400 ms, none after\n")
+
+
+def test_inspect_help_says_what_a_checkpoint_holds(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["inspect", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "A checkpoint at T holds the messages with event time before T, none at or after it" in help_text
+    assert "the sink's values may be larger" in help_text
 
 
 @pytest.mark.parametrize("at", [100, 200])
@@ -284,7 +316,8 @@ def test_inspect_at_a_time_some_tasks_lack_shows_the_others_and_notes_them(capsy
     os.unlink(store.path(200))
     code, out, err = run_cli(capsys, "inspect", counting_job.directory.root, "--at", 200)
     assert code == 0 and {r["task"] for r in inspected(out)} == {"group-00000", "group-00002"}
-    assert err == "note: 1 task(s) have no checkpoint at 200 ms and are not shown: group-00001\n"
+    assert err == ("note: 1 task(s) have no checkpoint at 200 ms and are not shown: group-00001\n"
+                   + READ_ON.format(at=200, root=counting_job.directory.root))
 
 
 def test_inspect_of_one_task_without_that_checkpoint_names_the_times_it_has(capsys, counting_job):
@@ -371,6 +404,27 @@ def test_rewind_prepares_recovery_path_b_from_the_checkpoints_at_t(capsys, count
     start = plan(directory, 3)  # what the next start does
     assert (start.path, start.floor_ms, start.generation) == (RecoveryPath.FROM_CLOCK, 200, 1)
     assert {f"group-{g:05d}": directory.restore(g, 200) for g in start.restored} == at_200
+
+
+def test_rewind_of_a_running_jobs_directory_is_refused_naming_the_job_and_changes_nothing(capsys, counting_job):
+    directory = counting_job.directory
+    with JobLease.acquire(directory, "Spark application app-1", renew_every_ms=3_600_000) as running:
+        before = files(directory.root)
+        code, _, err = run_cli(capsys, "rewind", directory.root, "--to", 200)
+        assert code == 1
+        assert err.startswith(f"persistent: error: cannot rewind while a job runs: {directory.root} is in use by "
+                              f"another job: Spark application app-1 on host {running.record.host}, pid {os.getpid()}")
+        assert files(directory.root) == before
+        _, out, _ = run_cli(capsys, "status", directory.root)
+        assert out.splitlines()[1].startswith(f"running        Spark application app-1 on host {running.record.host}, "
+                                              f"pid {os.getpid()}, running since ")
+    assert run_cli(capsys, "rewind", directory.root, "--to", 200)[0] == 0
+    # The rewind held the lease while it ran, and released it.
+    assert holder(directory) is None and directory.read_lease(directory.lease_terms()[-1]).holder == "persistent rewind"
+
+
+def files(root: str) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in Path(root).rglob("*") if p.is_file()}
 
 
 def test_rewind_refuses_a_time_for_which_a_task_lacks_a_checkpoint_and_changes_nothing(capsys, counting_job):

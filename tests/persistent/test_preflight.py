@@ -16,7 +16,10 @@ import pytest
 from pyspark import SparkContext
 
 from persistent.core.errors import ConfigError, SetupError
+from persistent.storage.job_directory import JobDirectory
+from persistent.storage.lease import JobLease
 from persistent.tools.preflight import check_master
+from state.fs import LocalFileSystem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -102,6 +105,16 @@ def test_a_standalone_master_that_does_not_answer_is_refused_naming_it(capsys, e
     assert code == 1
     assert err.startswith(f"--master spark://127.0.0.1:{port}: no Spark master answers "
                           f"(127.0.0.1:{port}: ")
+
+
+def test_a_checkpoint_directory_another_job_holds_is_refused_naming_it(capsys, examples, here):
+    count, _ = examples
+    directory = JobDirectory(LocalFileSystem(), str(here / "ck"))
+    with JobLease.acquire(directory, "Spark application app-running") as running:
+        code, err = refused(capsys, count.main, ["--checkpoint", "ck", "--output", "console"], here)
+    assert code == 1
+    assert err.startswith(f"ck is in use by another job: Spark application app-running on host {running.record.host}, "
+                          f"pid {os.getpid()}, running since ")
 
 
 def test_metrics_without_their_extra_are_refused_naming_it(capsys, examples, here, monkeypatch):

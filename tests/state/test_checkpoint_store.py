@@ -37,6 +37,11 @@ class MemoryFileSystem(FileSystem):
     def write_atomic(self, path: str, data: bytes) -> None:
         self.files[path] = bytes(data)
 
+    def create_new(self, path: str, data: bytes) -> None:
+        if path in self.files:
+            raise FileExistsError(path)
+        self.files[path] = bytes(data)
+
     def replace(self, source: str, target: str) -> None:
         self.files[target] = self.files.pop(source)
 
