@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import errno
 import glob
-import importlib.abc
 import importlib.util
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -38,24 +36,6 @@ from collections.abc import Callable
 import pytest
 
 from profiles import CI
-
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-
-
-class _CheckoutExamples(importlib.abc.MetaPathFinder):
-    """Imports ``persistent.examples`` from the checkout's ``examples/``, as setup.cfg's
-    ``package_dir`` maps it in an install: the tests run the checkout's examples, also in
-    an environment installed before the mapping existed."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "persistent.examples":
-            return None
-        return importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, "__init__.py"),
-                                                      submodule_search_locations=[EXAMPLES])
-
-
-sys.meta_path.insert(0, _CheckoutExamples())
-
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -50,6 +50,7 @@ for what changes with at-least-once and at-most-once delivery.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
                                      kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
+from persistent.runtime import stopping
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
@@ -160,10 +162,7 @@ class Plan:
             backlog_of = getattr(job.source, "backlog", None) if available_now and job.progress_bar else None
             storage = JobStorage(job.checkpoint_dir, job.webhdfs_address)
             backlog = backlog_of(running.recovery.floor_ms, **_job_of(job.source, storage)) if backlog_of else None
-            if backlog is None:
-                running.query.awaitTermination()
-            else:
-                running.show_progress(ProgressBar(backlog))
+            running.wait(ProgressBar(backlog) if backlog is not None else None)
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or a signal of persistent.runtime.stopping.on_signals
             raise stopped(running, interrupt) from None
         except BaseException:
@@ -384,10 +383,16 @@ class RunningJob:
 
     def stop(self, quietly: bool = False) -> None:
         """Stops the query, closes what the job held open and releases the directory's
-        lease; ``quietly``, a query that cannot be reached (Spark shutting down after a
-        signal) counts as stopped. Raises ``JobDirectoryInUseError`` when the job had lost
+        lease; ``quietly`` (after a signal), with Spark's log off, and a query that cannot
+        be reached (Spark shutting down) counts as stopped. Raises ``JobDirectoryInUseError`` when the job had lost
         its lease (and so stopped)."""
         try:
+            if quietly:
+                # The micro-batch the stop interrupts fails in Spark's log: no error of the job's.
+                from pyspark import SparkContext
+
+                with contextlib.suppress(Exception):
+                    SparkContext.getOrCreate().setLogLevel("OFF")
             self.query.stop()
         except Exception:
             if not quietly:
@@ -400,14 +405,20 @@ class RunningJob:
         if self.lease is not None and self.lease.lost is not None:
             raise JobDirectoryInUseError(self.lease.lost)
 
-    def show_progress(self, bar: ProgressBar) -> None:
-        """Waits until the query ends, updating ``bar`` from Spark's progress reports."""
+    def wait(self, bar: ProgressBar | None = None) -> None:
+        """Waits until the query ends, updating ``bar`` (if any) from Spark's progress
+        reports; a signal ``stopping.on_signals`` noted raises ``Interrupted`` here,
+        between two looks at the query."""
         try:
             while not self.query.awaitTermination(_PROGRESS_POLL_SECONDS):
+                stopping.check()
+                if bar is not None:
+                    self._update(bar)
+            if bar is not None:
                 self._update(bar)
-            self._update(bar)
         finally:
-            bar.close()
+            if bar is not None:
+                bar.close()
 
     def _update(self, bar: ProgressBar) -> None:
         # The run's first report says where it began; later, only the newest matters.

@@ -7,7 +7,11 @@ that was running is not committed; the next start on the same directory replays 
 ``persistent.tools.options.run_app`` prints that line and exits with ``128 +`` the
 signal's number (130 for SIGINT), as Unix programs do.
 
-``on_signals`` makes SIGINT and SIGTERM such interrupts while a job runs. Under
+``on_signals`` makes SIGINT and SIGTERM such interrupts while a job runs: the signal
+is noted, and the job's wait between two looks at its query (``RunningJob.wait``)
+raises ``Interrupted`` (``check``), never a call into Spark half done. The job then
+stops its query with Spark's log turned off: the micro-batch it interrupts, which the
+next start replays, is no error of the job's. Under
 ``spark-submit`` the driver's JVM is the Python program's parent and gets Ctrl-C's
 SIGINT as well; it would stop the SparkContext under the running query. So it ignores
 SIGINT as the JVM pyspark starts itself does, and the Python program stops the query.
@@ -26,10 +30,12 @@ if TYPE_CHECKING:
     from persistent.runtime.planner import RunningJob
     from persistent.storage.job_directory import JobDirectory
 
-__all__ = ["Interrupted", "JobStopped", "on_signals", "stopped"]
+__all__ = ["Interrupted", "JobStopped", "on_signals", "stopped", "check"]
 
 #: The signals that stop a running job.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The signal ``on_signals`` noted, not yet raised as ``Interrupted``.
+_noted: list[int] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -54,11 +60,17 @@ class JobStopped(KeyboardInterrupt):
 
 
 def stopped(running: RunningJob, interrupt: KeyboardInterrupt) -> JobStopped:
-    """Stops ``running`` after ``interrupt`` (errors of a Spark already shutting down
-    ignored) and says where it stopped."""
+    """Stops ``running`` after ``interrupt``, Spark's log off (errors of a Spark already
+    shutting down ignored), and says where it stopped."""
     signum = getattr(interrupt, "signum", signal.SIGINT)
     running.stop(quietly=True)
     return JobStopped(signum, where(running.directory))
+
+
+def check() -> None:
+    """Raises ``Interrupted`` when ``on_signals`` noted a signal since the last check."""
+    if _noted:
+        raise Interrupted(_noted.pop())
 
 
 def where(directory: JobDirectory) -> str:
@@ -81,26 +93,27 @@ def where(directory: JobDirectory) -> str:
 
 @contextlib.contextmanager
 def on_signals(spark) -> Iterator[None]:
-    """While the block runs in the main thread, SIGINT and SIGTERM raise ``Interrupted``
-    in it (so ``Plan.run`` stops the job), and the driver's JVM ignores SIGINT; a second
-    signal, while the job stops, ends the program at once, as the signal's default does.
-    The previous Python handlers come back after the block."""
+    """While the block runs in the main thread, SIGINT and SIGTERM are noted, for
+    ``check`` to raise ``Interrupted`` (so ``Plan.run`` stops the job), and the driver's
+    JVM ignores SIGINT; a second signal, while the job stops, ends the program at once,
+    as the signal's default does. The previous Python handlers come back after the block."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _jvm_ignores_sigint(spark)
-    previous = {each: signal.signal(each, _interrupt) for each in STOP_SIGNALS}
+    previous = {each: signal.signal(each, _note) for each in STOP_SIGNALS}
     try:
         yield
     finally:
+        _noted.clear()
         for each, handler in previous.items():
             signal.signal(each, handler)
 
 
-def _interrupt(signum: int, frame) -> None:
+def _note(signum: int, frame) -> None:
     for each in STOP_SIGNALS:
         signal.signal(each, signal.SIG_DFL)
-    raise Interrupted(signum)
+    _noted.append(signum)
 
 
 def _jvm_ignores_sigint(spark) -> None:

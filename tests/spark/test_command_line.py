@@ -44,3 +44,38 @@ def test_status_and_inspect_read_the_directory_of_a_job_that_ran(spark, tmp_path
     # Generator message i has key k{i % keys} and event time i + 1 ms.
     expected = {f"k{k}": sum(1 for i in range(k, total, keys) if i + 1 < clock_ms) for k in range(keys)}
     assert header == "task\tkey\tvalue" and counted == {k: n for k, n in expected.items() if n}
+
+
+def test_a_job_stopped_by_ctrl_c_says_where_in_one_line_and_exits_quietly(spark_lock, tmp_path):
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: here to
+    ``persistent run``'s spark-submit, its JVM and the Python driver, as a terminal does.
+    The job has more to read than it gets to (no --available-now) before then."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    checkpoint, log = tmp_path / "ck", tmp_path / "run.log"
+    command = [os.path.join(os.path.dirname(sys.executable), "persistent"), "run", "--master", "local[2]", "count",
+               "--checkpoint", str(checkpoint), "--output", f"sqlite://{tmp_path / 'out.db'}", "--keys", "5",
+               "--total", "10000000", "--rows-per-batch", "500", "--key-groups", "2", "--interval-ms", "500"]
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    with open(log, "wb") as out:
+        job = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while "batch 0.2:" not in log.read_text(errors="replace"):
+            assert job.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.2)
+        os.killpg(job.pid, signal.SIGINT)
+        returncode = job.wait(60)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    text = log.read_text(errors="replace")
+    assert returncode == 130, text
+    stopped = [line for line in text.splitlines() if line.startswith("[persistent] stopped by SIGINT")]
+    assert len(stopped) == 1 and "after micro-batch 0." in stopped[0] and "clock" in stopped[0], text
+    assert "Traceback" not in text and "stopped SparkContext" not in text, text
