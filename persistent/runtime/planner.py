@@ -391,8 +391,10 @@ class RunningJob:
                 # The micro-batch the stop interrupts fails in Spark's log: no error of the job's.
                 from pyspark import SparkContext
 
+                context = SparkContext._active_spark_context  # never one made here
                 with contextlib.suppress(Exception):
-                    SparkContext.getOrCreate().setLogLevel("OFF")
+                    if context is not None:
+                        context.setLogLevel("OFF")
             self.query.stop()
         except Exception:
             if not quietly:

@@ -57,6 +57,13 @@ def test_a_stopped_job_says_in_one_line_after_which_batch_and_at_which_clock(cou
     assert isinstance(stop, KeyboardInterrupt)  # a program that does not catch it still ends as on Ctrl-C
 
 
+def test_stopping_a_job_starts_no_spark_of_its_own(counting_job):
+    from pyspark import SparkContext
+
+    stopped(RunningJob(Query(), None, counting_job.directory), KeyboardInterrupt())
+    assert SparkContext._jvm is None and SparkContext._active_spark_context is None
+
+
 def test_the_line_names_the_last_committed_batch_and_claims_none_after_it(counting_job):
     counting_job.batch([("a", 450, 1)], finished_at_ms=1_700_000_004_000)
     stop = stopped(RunningJob(Query(), None, counting_job.directory), KeyboardInterrupt())

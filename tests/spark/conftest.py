@@ -64,7 +64,13 @@ def spark_lock():
 @pytest.fixture(scope="session")
 def spark(spark_lock):
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark import SparkContext
+
     from persistent.tools.session import spark_session
+
+    if SparkContext._active_spark_context is not None:  # it would be reused, on its master and settings
+        pytest.fail(f"a SparkContext runs in this process before the tests' session (master "
+                    f"{SparkContext._active_spark_context.master}): a test without Spark started one")
 
     session = spark_session(
         "persistent-tests",
