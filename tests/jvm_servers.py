@@ -76,10 +76,11 @@ def fetch(cache_dir: str | os.PathLike | None = None) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     sources = (POM, MINI_HDFS_SOURCE, Path(__file__))
     spark = _spark_version()
-    # A class data sharing archive serves only the JVM that wrote it.
+    # A class data sharing archive serves only the JVM that wrote it, with the very jars
+    # it read (the JVM compares their times and sizes): a reinstalled pyspark needs another.
     java = subprocess.run([_java(), "-version"], capture_output=True, text=True).stderr
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources) + spark.encode()
-                            + java.encode()).hexdigest()
+                            + java.encode() + _spark_jars_signature()).hexdigest()
     stamp = cache / "stamp"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -145,6 +146,14 @@ def _spark_version() -> str:
     from importlib.metadata import version
 
     return version("pyspark")
+
+
+def _spark_jars_signature() -> bytes:
+    """The names, sizes and modification times of the installed pyspark's jars."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    jars = sorted((Path(_find_spark_home()) / "jars").glob("*.jar"))
+    return "".join(f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns};" for jar in jars).encode()
 
 
 def _fetch_kafka_connector(spark: str) -> None:

@@ -39,6 +39,10 @@ if ARCHIVE is not None:
 #: take tens of milliseconds, not half a second each.
 HDFS_CLIENT = "-Dspark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms=20"
 
+#: Put on the ``PYTHONPATH`` of every Python process of the tests' Spark applications: its
+#: ``sitecustomize`` has them import the installed pyspark, not Spark's zip of it.
+PYTHON_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_path")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def test_jvm_options():
@@ -46,11 +50,13 @@ def test_jvm_options():
     Spark application the tests start: this process's session and the spark-submit
     runs, whose driver JVMs take ``SPARK_SUBMIT_OPTS`` as JVM options and ``-Dspark.*``
     ones as settings; executors of ``local-cluster`` masters get ``TEST_JVM`` as
-    ``spark.executor.extraJavaOptions``."""
+    ``spark.executor.extraJavaOptions``. Puts ``PYTHON_PATH`` first on the
+    ``PYTHONPATH`` their Python processes inherit."""
     options = (f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM} -Dspark.ui.enabled=false "
                f"'-Dspark.executor.extraJavaOptions={TEST_JVM}' {HDFS_CLIENT}").strip()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPARK_SUBMIT_OPTS", options)
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [PYTHON_PATH, os.environ.get("PYTHONPATH")])))
         yield
 
 

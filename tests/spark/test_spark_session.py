@@ -44,3 +44,9 @@ def test_spark_submits_settings_win_over_the_projects_defaults_which_fill_the_ga
 def test_under_spark_submit_the_pages_fit_the_heap_the_driver_got(spark_lock, tmp_path):
     # 3 GiB: G1 regions of 2 MiB.
     assert _submit(tmp_path, "--driver-memory", "3g") == ["4", "1023k", "false"]
+
+
+def test_the_tests_python_workers_import_the_installed_pyspark_not_sparks_zip_of_it(spark):
+    # conftest.PYTHON_PATH: compiling pyspark from the zip cost every Python process 0.6 s.
+    files = spark.sparkContext.parallelize(range(2), 2).map(lambda _: __import__("pyspark").__file__).collect()
+    assert all(".zip" not in file for file in files), files
