@@ -74,7 +74,8 @@ def heartbeats(spark, recovery: Recovery, directory: JobDirectory):
     """The streaming DataFrame of heartbeats (column ``grp``) of the generation
     ``recovery`` starts or continues, for its key groups."""
     if recovery.heartbeat_files:
-        return spark.readStream.schema(_SCHEMA).json(_literal(directory.spark_log.write_heartbeats(recovery.key_groups)))
+        rows = directory.spark_log.write_heartbeats(GROUP, recovery.key_groups)
+        return spark.readStream.schema(_SCHEMA).json(_literal(rows))
     spark.dataSource.register(python_data_source(FORMAT, lambda options: _SCHEMA, _HeartbeatReader))
     return spark.readStream.format(FORMAT).option("key_groups", str(recovery.key_groups)).load()
 

@@ -12,6 +12,8 @@ the heartbeat rows of a generation's first micro-batch, and deletes the whole of
 
 from __future__ import annotations
 
+import json
+
 from state.errors import CorruptCheckpointError
 from state.fs import FileSystem
 
@@ -52,9 +54,9 @@ class SparkLog:
                                          entry)
         return lines[2:]
 
-    def write_heartbeats(self, key_groups: int) -> str:
+    def write_heartbeats(self, column: str, key_groups: int) -> str:
         """``DIR/spark/heartbeats/``, holding a file of one row per key group (JSON lines
-        ``{"grp": g}``) for Spark's file source (``persistent.runtime.heartbeats``): the
+        ``{column: g}``) for Spark's file source (``persistent.runtime.heartbeats``): the
         generation's first micro-batch takes it, and a replay of that micro-batch reads
         it again by the path in the source's log. Written once per Spark checkpoint, so
         it goes when that goes (path B); a path A start writes it only if it is missing,
@@ -64,7 +66,7 @@ class SparkLog:
         clock (delete ``DIR/spark/``)."""
         rows = self.fs.join(self.heartbeats, "rows.json")
         if not self.fs.exists(rows):
-            self.fs.write_atomic(rows, "".join(f'{{"grp": {g}}}\n' for g in range(key_groups)).encode())
+            self.fs.write_atomic(rows, "".join(json.dumps({column: g}) + "\n" for g in range(key_groups)).encode())
         return self.heartbeats
 
     def delete(self) -> bool:

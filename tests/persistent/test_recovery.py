@@ -124,7 +124,7 @@ def test_a_generation_whose_query_reads_python_heartbeats_keeps_them_on_path_a_a
 
 def test_a_record_an_earlier_version_rewrote_keeps_the_heartbeat_file_its_spark_checkpoint_reads(directory):
     plan(directory, 2)
-    directory.spark_log.write_heartbeats(2)
+    directory.spark_log.write_heartbeats("grp", 2)
     spark_has_a_query(directory)
     # The earlier version ran path A and wrote the record without the field.
     directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
