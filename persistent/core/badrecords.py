@@ -57,9 +57,6 @@ class LateRecords(Choice):
     OUTPUT = "output"
 
 
-#: Begins the note of a ``BadRecordError`` that carries its record as JSON.
-_CARRIED = "bad record as JSON: "
-
 #: ``BadRecord.reason`` of a late message.
 LATE = "late"
 
@@ -133,24 +130,3 @@ class BadRecordError(InputError):
 
     def __reduce__(self):
         return type(self), (self.record, self.where), self.__dict__
-
-    def carrying_record(self) -> BadRecordError:
-        """This error with its record as JSON in a note, which Python prints with the
-        error: a Spark task that fails with it hands the driver only its text, and
-        ``carried_in`` reads the record back from that."""
-        self.add_note(_CARRIED + self.record.json())
-        return self
-
-    @classmethod
-    def carried_in(cls, error: BaseException) -> BadRecord | None:
-        """The record of the first ``carrying_record`` error whose text ``error``'s
-        text holds (a Spark job failed by such a task), else None."""
-        text = str(error)
-        start = text.find(_CARRIED)
-        if start < 0:
-            return None
-        try:
-            data, _ = json.JSONDecoder().raw_decode(text, start + len(_CARRIED))
-            return BadRecord.from_dict(data)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None  # cut or changed on its way: the error says what it says

@@ -11,10 +11,12 @@ this order:
    at-most-once, whose position needs the batch's event times before the sink
    writes, the batch is computed on its own and the sink reads Spark's cache. With
    ``BadRecords.FAIL`` a key group that meets a bad record fails its Spark task, so
-   the job computing the batch fails before any of its effects; the commit raises
-   ``BadRecordError`` naming the record (the first failed task's, when several groups
-   meet one), and the job directory records the failed batch
-   (``JobDirectory.record_failed_batch``);
+   the job computing the batch fails before any of its effects. The group wrote the
+   record to the job directory first (Spark hands the driver a failed task's error as
+   text only): the commit takes it (``JobDirectory.take_failing_records``; the one of
+   the lowest key group, when several groups meet one), the job directory records the
+   failed batch (``JobDirectory.record_failed_batch``), and the commit raises
+   ``BadRecordError`` naming the record;
 2. **dead letters**: the bad records (``BadRecords.DEAD_LETTER``) and the late
    messages the groups output, before the clock: a replay writes them again;
 3. **sink**: ``persistent.runtime.delivery.write_effects``, idempotent per ``BatchId``
@@ -50,9 +52,9 @@ from typing import Any, Protocol
 from persistent.core.badrecords import BadRecordError, BadRecords
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
+from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.runtime.recovery import Recovery
 from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from persistent.storage.records import BatchProgress, RewindPositions
 from state.errors import ClockError
@@ -164,13 +166,13 @@ class Commit:
         ``BadRecordError`` naming it, once the job directory has recorded the failed batch."""
         try:
             yield
-        except Exception as exc:
-            record = BadRecordError.carried_in(exc) if self.bad_records is BadRecords.FAIL else None
-            if record is None:
+        except Exception:
+            records = self.directory.take_failing_records() if self.bad_records is BadRecords.FAIL else []
+            if not records:
                 raise
             self.directory.record_failed_batch(batch.generation, batch.batch)
             # Spark's error holds the task's trace: the record is what it has to say.
-            raise BadRecordError(record, where=f"micro-batch {batch.generation}.{batch.batch}") from None
+            raise BadRecordError(records[0], where=f"micro-batch {batch.generation}.{batch.batch}") from None
 
     @staticmethod
     def _dead_letters(batch: BatchId, reports: Sequence[GroupReport], write: Callable[[BatchId], Any]) -> int:

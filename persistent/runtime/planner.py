@@ -58,25 +58,38 @@ from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
 from persistent.core.errors import JobDirectoryInUseError
+from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.layout import group_slots
 from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
+from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
-from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
-                                     kind, marked_columns, message_columns, no_mark, watermarked)
+from persistent.runtime.rows import (
+    ARROW_BATCH_ROWS,
+    GROUP,
+    KEY,
+    KIND,
+    TIMESTAMP,
+    VALUE,
+    group,
+    heartbeat_columns,
+    kind,
+    marked_columns,
+    message_columns,
+    no_mark,
+    watermarked,
+)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
-from persistent.runtime import stopping
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
+from persistent.storage.dead_letters import DeadLetters
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
-from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
-from persistent.storage.dead_letters import DeadLetters
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.lease import JobLease
 from state.errors import StorageError
@@ -185,6 +198,7 @@ class Plan:
             if rescaled:
                 stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
+        directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
                         describe(self.spec.monoid, job.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
@@ -200,7 +214,8 @@ class Plan:
                                  reports)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
-        rewind_positions = job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source) else None
+        rewind_positions = (job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source)
+                            else None)
         if rewind_positions is not None:
             closing.append(rewind_positions)
         commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,

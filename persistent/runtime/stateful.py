@@ -28,10 +28,10 @@ from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.keygroup import Base, KeyGroup
 from persistent.runtime.layout import slot_group
+from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import decode, job_watermark_ms, timeout_ms
 from persistent.storage.filesystems import JobStorage
-from persistent.runtime.recovery import Recovery
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
 from state.checkpoint_store import Written
@@ -104,8 +104,9 @@ def group_function(
                     late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
             except BadRecordError as exc:  # with BadRecords.FAIL
                 # The task fails, and with it the Spark job computing the micro-batch, so no
-                # sink writes any of its results; the driver reads the record from the error.
-                raise exc.carrying_record() from None
+                # sink writes any of its results; the driver reads the record from the directory.
+                storage.directory().record_failing_record(grp, exc.record)
+                raise
         results, checkpoint = group.advance(watermark_ms, checkpoints)
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:

@@ -18,6 +18,9 @@
     DIR/failed-batch           the micro-batch that last failed on a bad record, before
                                any of its effects (its input may be fixed for the replay;
                                ``FailedBatch``)
+    DIR/failing/<task>         the bad record a key group met, which fails its Spark task
+                               (``BadRecords.FAIL``), until the driver takes it
+                               (``JobDirectory.take_failing_records``)
     DIR/delivery               the delivery setting the directory was written with
                                (``persistent.runtime.delivery``)
     DIR/position               at-most-once's position taken (``DeliveryPosition``)
@@ -40,6 +43,7 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
+from persistent.core.badrecords import BadRecord
 from persistent.storage.records import (
     BatchProgress,
     DeliveryPosition,
@@ -97,6 +101,7 @@ class JobDirectory:
         self.progress = fs.join(self.root, "progress")
         self.input_log = fs.join(self.root, "input")
         self._failed_batch = fs.join(self.root, "failed-batch")
+        self._failing = fs.join(self.root, "failing")
         self._delivery = fs.join(self.root, "delivery")
         self._position = fs.join(self.root, "position")
         self._rewind = fs.join(self.root, "rewind")
@@ -184,6 +189,20 @@ class JobDirectory:
         its effects (on a bad record, with ``BadRecords.FAIL``): its input may be fixed
         before the replay."""
         self._write(self._failed_batch, FailedBatch(generation, batch))
+
+    def record_failing_record(self, group: int, record: BadRecord) -> None:
+        """Key group ``group`` met ``record`` and fails its Spark task on it (with
+        ``BadRecords.FAIL``): Spark hands the driver a failed task's error only as text,
+        so the record travels here, written before the task fails."""
+        self.fs.write_atomic(self.fs.join(self._failing, task_name(group)), record.json().encode())
+
+    def take_failing_records(self) -> list[BadRecord]:
+        """The records ``record_failing_record`` wrote, by key group, and deletes them."""
+        names = [name for name in self.fs.list_names(self._failing) if _TASK_NAME.fullmatch(name)]
+        records = [BadRecord.from_json(self.fs.read_bytes(self.fs.join(self._failing, name)).decode())
+                   for name in sorted(names, key=task_index)]
+        self.fs.delete(self._failing)
+        return records
 
     def read_position(self) -> DeliveryPosition | None:
         """At-most-once's position taken, or None before the first run."""

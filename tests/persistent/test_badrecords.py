@@ -5,7 +5,6 @@ applied as if the bad ones had never been sent."""
 from __future__ import annotations
 
 import json
-import traceback
 
 import numpy as np
 import pandas as pd
@@ -309,17 +308,6 @@ def test_the_results_are_of_the_keys_applied_not_of_a_failed_batch_nor_of_bad_re
     results, _ = group.advance(50)
     assert dict(zip(results["key"], results["value"])) == {"b": 8}
     assert group.advance(60)[0].empty
-
-
-def test_a_bad_record_error_carries_its_record_through_the_text_of_the_errors_around_it():
-    record = BadRecord("in/ä.jsonl line 2", '{"k": "a\nb", "v": "\\u00e9"}', "not JSON: 'x' at 3", 5, 4)
-    printed = "".join(traceback.format_exception(BadRecordError(record).carrying_record()))
-    around = RuntimeError(f"Job aborted: Task 0 failed 4 times, most recent failure:\n{printed}\n\tat org.apache")
-    assert BadRecordError.carried_in(around) == record
-    assert BadRecordError.carried_in(RuntimeError(str(BadRecordError(record)))) is None
-    cut = printed[:printed.index('"record"') + 12]
-    assert BadRecordError.carried_in(RuntimeError(f"Job aborted: {cut}")) is None
-    assert BadRecordError.carried_in(RuntimeError(printed.replace('"reason"', '"why"'))) is None
 
 
 def test_a_bad_record_error_names_where_the_record_was_found():

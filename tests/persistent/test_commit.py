@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-import traceback
 from pathlib import Path
 
 import pytest
@@ -183,35 +182,39 @@ class SparkJobFailed(Exception):
     """Spark's error for a job whose task failed: the task's error as text."""
 
 
-def failed_on(record: BadRecord) -> SparkJobFailed:
-    """Spark's error for a job whose key group failed its task on ``record``."""
-    task_error = "".join(traceback.format_exception(BadRecordError(record).carrying_record()))
-    return SparkJobFailed(f"Task 1 failed:\n{task_error}\n\tat ...")
+def failed_on(directory, group: int, record: BadRecord) -> SparkJobFailed:
+    """Spark's error for a job whose key group ``group`` failed its task on ``record``,
+    which the group wrote to ``directory`` first."""
+    directory.record_failing_record(group, record)
+    return SparkJobFailed(f"Task 1 failed: BadRecordError: {BadRecordError(record)}\n\tat ...")
 
 
 @pytest.mark.parametrize("reads_once", [False, True])
 def test_a_batch_whose_computing_fails_on_a_bad_record_raises_it_and_writes_nothing(directory, events, make_commit,
                                                                                      batch, reads_once):
     record = bad_record("f:3")
-    failing = batch(checkpointed(directory, 0, 100), fails=failed_on(record))
+    failed_on(directory, 2, bad_record("f:9"))  # a second group failing in the same micro-batch
+    failing = batch(checkpointed(directory, 0, 100), fails=failed_on(directory, 1, record))
     with pytest.raises(BadRecordError) as raised:
         make_commit(reads_once)(4, failing)
     assert raised.value.record == record and raised.value.where == "micro-batch 0.4"
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
     failed = json.loads(directory.fs.read_bytes(directory.fs.join(directory.root, "failed-batch")))
     assert failed == {"generation": 0, "batch": 4}
+    assert directory.take_failing_records() == []  # taken: a later failure names its own
     assert events == [("read",) if reads_once else ("compute",)]
     assert directory.clock.read() is None and directory.read_progress(10) == []
 
 
-@pytest.mark.parametrize("bad_records, failure", [
-    (BadRecords.FAIL, SparkJobFailed("Task 1 failed: disk full")),
-    # Only a job that fails on bad records reads them from an error.
-    (BadRecords.DEAD_LETTER, failed_on(bad_record("f:3"))),
+@pytest.mark.parametrize("bad_records, fails_on_a_record", [
+    (BadRecords.FAIL, False),
+    # Only a job that fails on bad records reads them.
+    (BadRecords.DEAD_LETTER, True),
 ])
 def test_a_batch_whose_computing_fails_otherwise_raises_that_error_and_records_no_failed_batch(directory, make_commit,
                                                                                               batch, bad_records,
-                                                                                              failure):
+                                                                                              fails_on_a_record):
+    failure = failed_on(directory, 0, bad_record("f:3")) if fails_on_a_record else SparkJobFailed("disk full")
     with pytest.raises(SparkJobFailed) as raised:
         make_commit(reads_once=True, bad_records=bad_records)(4, batch(fails=failure))
     assert raised.value is failure

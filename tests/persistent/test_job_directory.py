@@ -9,6 +9,7 @@ import json
 import pytest
 from test_recovery import directory  # noqa: F401 (a fixture)
 
+from persistent.core.badrecords import BadRecord
 from persistent.runtime.recovery import plan, state_partitions
 from persistent.storage.job_directory import JobDirectory, PROGRESS_KEPT
 from persistent.storage.records import BatchProgress, DeliveryPosition, FailedBatch, Generation, RescalePlan
@@ -161,12 +162,22 @@ def test_the_dead_letters_default_to_the_job_directory():
 
 
 def test_the_heartbeat_rows_are_written_once_per_spark_checkpoint_one_per_key_group(directory):
-    where = directory.spark_log.write_heartbeats(3)
+    where = directory.spark_log.write_heartbeats("group", 3)
     rows = directory.fs.join(where, "rows.json")
     assert where == directory.fs.join(directory.spark, "heartbeats")
     assert [json.loads(line) for line in directory.fs.read_bytes(rows).splitlines()] == [
-        {"grp": 0}, {"grp": 1}, {"grp": 2}]
+        {"group": 0}, {"group": 1}, {"group": 2}]
     written = directory.fs.read_bytes(rows)
-    directory.spark_log.write_heartbeats(5)  # a path A start: Spark's file source knows the file already
+    directory.spark_log.write_heartbeats("group", 5)  # a path A start: Spark's file source knows the file already
     assert directory.fs.read_bytes(rows) == written
     assert [n for n in directory.fs.list_names(where) if n != "rows.json"] == []  # no temporary file left
+
+
+def test_the_bad_records_failing_key_groups_wrote_are_taken_once_by_key_group(directory):
+    assert directory.take_failing_records() == []
+    first, second = BadRecord("f line 9", "{", "not JSON"), BadRecord("g line 1", "}", "not JSON")
+    directory.record_failing_record(12, second)
+    directory.record_failing_record(3, first)
+    directory.record_failing_record(12, second)  # the retried task
+    assert directory.take_failing_records() == [first, second]
+    assert directory.take_failing_records() == []
