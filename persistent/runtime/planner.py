@@ -68,21 +68,8 @@ from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
-from persistent.runtime.rows import (
-    ARROW_BATCH_ROWS,
-    GROUP,
-    KEY,
-    KIND,
-    TIMESTAMP,
-    VALUE,
-    group,
-    heartbeat_columns,
-    kind,
-    marked_columns,
-    message_columns,
-    no_mark,
-    watermarked,
-)
+from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
+                                     kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
