@@ -72,7 +72,12 @@ class PersistentState(Generic[V]):
         (``KeyedTable.encode_since_checkpoint`` bytes); ``CorruptCheckpointError`` (or
         ``StateValueError``) naming ``what`` when either is damaged, of another monoid,
         window, interval or ``ttl_ms``, or when they do not belong together."""
-        table = self.build(interval_ms, checkpoint, checkpoint_ms)
+        return self.follow_table(self.build(interval_ms, checkpoint, checkpoint_ms), interval_ms, since, what)
+
+    def follow_table(self, checkpoint: KeyedTable, interval_ms: int, since: bytes, what: str = "state") -> KeyedTable:
+        """``follow`` from the checkpoint already decoded (``build``), which stays as it
+        is: the live state is a copy of it (``KeyedTable.copy``) with the rows after it."""
+        table = checkpoint.copy()
         table.follow(self.build(interval_ms, since, what=what))
         return table
 

@@ -207,6 +207,31 @@ class _KeyState(KeyState):
         self.bad += self.group._update(updates, self.messages, self.mode)
 
 
+class KeptCheckpoint:
+    """The checkpoint of one key group a process decoded last (``KeyGroup.decode``).
+
+    A group's state in Spark follows its newest checkpoint (``KeyGroup.encode``), and
+    each micro-batch would read and decode that checkpoint again. Kept, it serves the
+    next decoding in the same process only for the very checkpoint it was decoded
+    from: the same time and CRC32 of its record (what ``JobDirectory.restore`` checks
+    the file against), state and interval. Another one (a replayed micro-batch's,
+    one written again by a rewind or a rescale, another job's) is read and replaces
+    it. The table kept is never changed: a decoded group works on a copy
+    (``PersistentState.follow_table``)."""
+
+    def __init__(self) -> None:
+        self._identity: tuple | None = None
+        self._table: KeyedTable | None = None
+
+    def table(self, spec, interval_ms: int, base: Base, read: Callable[[], KeyedTable]) -> KeyedTable:
+        """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or ``read()``."""
+        identity = (base.time_ms, base.crc, spec, interval_ms)
+        if self._identity != identity:
+            self._identity, self._table = None, None
+            self._table, self._identity = read(), identity
+        return self._table
+
+
 class KeyGroup:
     """The states of one key group and the task that updates them."""
 
@@ -234,14 +259,15 @@ class KeyGroup:
     @classmethod
     def decode(
         cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes,
-        checkpoints: Callable[[int, int], bytes] | None = None,
+        checkpoints: Callable[[int, int], bytes] | None = None, kept: KeptCheckpoint | None = None,
     ) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state), or from the
         state of an earlier version (``_decompressed``). A state that follows a
         checkpoint reads it with ``checkpoints(time_ms, crc)``, which returns the data
         of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``, and
         raises ``MissingCheckpointError`` or ``CorruptCheckpointError`` saying what to do
-        otherwise (``persistent.storage.job_directory.JobDirectory.restore``)."""
+        otherwise (``persistent.storage.job_directory.JobDirectory.restore``); with
+        ``kept``, only when that does not hold the checkpoint decoded already."""
         base, table = _decompressed(data)
         group = cls(task, interval_ms, floor_ms)
         if base is None:
@@ -250,8 +276,12 @@ class KeyGroup:
         if checkpoints is None:
             raise StateValueError(f"the {_STATE} follows its checkpoint at {base.time_ms} ms: "
                                   "decoding it needs the group's checkpoints")
+        def read() -> KeyedTable:
+            return group.spec.build(interval_ms, checkpoints(*base), base.time_ms)
+
         try:
-            group.table = group.spec.follow(interval_ms, base.time_ms, checkpoints(*base), table, what=_STATE)
+            checkpoint = kept.table(group.spec, interval_ms, base, read) if kept else read()
+            group.table = group.spec.follow_table(checkpoint, interval_ms, table, what=_STATE)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
             exc.add_note(f"The {_STATE} in Spark's state store follows the checkpoint at {base.time_ms} ms.")
             raise

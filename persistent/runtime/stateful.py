@@ -26,7 +26,7 @@ import pandas as pd
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
-from persistent.runtime.keygroup import Base, KeyGroup
+from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
@@ -37,7 +37,7 @@ from state.boundaries import boundary_after
 from state.checkpoint_store import Written
 from state.errors import StorageError
 
-__all__ = ["group_function", "output_schema", "RESULT_COLUMNS", "DEAD_LETTERS"]
+__all__ = ["group_function", "output_schema", "kept_checkpoint", "RESULT_COLUMNS", "DEAD_LETTERS"]
 
 #: The columns of a result, each an array in a key group's row.
 RESULT_COLUMNS = ("key", "window_start", "window_end", "value")
@@ -82,7 +82,8 @@ def group_function(
         grp = slot_group(int(key[0]), key_groups)
         if state.exists and carries:
             read_checkpoint = partial(storage.directory().restore, grp)  # the one the state follows, if any
-            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], read_checkpoint)
+            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], read_checkpoint,
+                                    kept_checkpoint(storage.root, grp))
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
             group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
@@ -134,6 +135,24 @@ def group_function(
             yield _output(results, group.monoid, dead_letters)
 
     return run_group
+
+
+#: The checkpoints this process decoded (``KeptCheckpoint``), per job directory and key
+#: group, of the ``_KEPT_JOBS`` directories it served last.
+_KEPT: dict[str, dict[int, KeptCheckpoint]] = {}
+_KEPT_JOBS = 2
+
+
+def kept_checkpoint(root: str, grp: int) -> KeptCheckpoint:
+    """What this process keeps of key group ``grp``'s checkpoint in job directory ``root``.
+
+    Spark hands a key group to any of its Python workers; one that served the group's
+    last micro-batch decodes its state without reading the checkpoint again."""
+    groups = _KEPT.pop(root, None) or {}
+    _KEPT[root] = groups  # the newest last
+    while len(_KEPT) > _KEPT_JOBS:
+        del _KEPT[next(iter(_KEPT))]
+    return groups.setdefault(grp, KeptCheckpoint())
 
 
 def _freeze_the_libraries() -> None:

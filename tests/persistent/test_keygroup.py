@@ -19,7 +19,7 @@ from profiles import examples
 from monoids import Count, Last, Sum, Timestamped
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
-from persistent.runtime.keygroup import Base
+from persistent.runtime.keygroup import Base, KeptCheckpoint
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
 from state.checkpoint_store import CheckpointStore, decode_record, encode_record
@@ -481,14 +481,16 @@ def test_a_flipped_bit_of_an_earlier_versions_compressed_state_is_a_corrupt_chec
 # -- a state that follows the group's checkpoint ------------------------------------
 
 
-def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: CheckpointStore, follow: bool):
-    """What the runtime does per micro-batch: the group decoded from its last state,
-    the batch applied with the watermark the batches before it reached, results and a
-    checkpoint at the new watermark, the checkpoint persisted (and, to ``follow`` it,
-    noted), the state encoded. Returns each batch's results (sorted rows) and states."""
+def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: CheckpointStore, follow: bool,
+                   kept: KeptCheckpoint | None = None):
+    """What the runtime does per micro-batch: the group decoded from its last state
+    (with the checkpoint ``kept`` by the process, if given), the batch applied with the
+    watermark the batches before it reached, results and a checkpoint at the new
+    watermark, the checkpoint persisted (and, to ``follow`` it, noted), the state
+    encoded. Returns each batch's results (sorted rows) and states."""
     state, watermark, results, states = None, 0, [], []
     for batch in batches:
-        group = KeyGroup.decode(task, 100, 0, state, store.recover) if state else KeyGroup(task, 100)
+        group = KeyGroup.decode(task, 100, 0, state, store.recover, kept) if state else KeyGroup(task, 100)
         frame = pd.DataFrame(batch, columns=["key", "timestamp", "value"]) if batch else pd.DataFrame(
             {"key": np.empty(0, object), "timestamp": np.empty(0, np.int64), "value": np.empty(0, np.int64)})
         group.apply(frame, BadRecords.FAIL, watermark)
@@ -515,7 +517,10 @@ def test_a_state_that_follows_its_checkpoint_gives_the_results_of_a_whole_state(
         fs = LocalFileSystem()
         whole, whole_states = _micro_batches(task, batches, CheckpointStore(fs, whole_root, "g"), follow=False)
         following, states = _micro_batches(task, batches, CheckpointStore(fs, following_root, "g"), follow=True)
-    assert following == whole
+        store = CheckpointStore(fs, following_root, "kept")
+        kept, kept_states = _micro_batches(task, batches, store, follow=True, kept=KeptCheckpoint())
+    assert following == whole == kept
+    assert kept_states == states
     assert all(decode_record(state, "state")[0] == 0 for state in whole_states)
     if any(m[1] >= 100 for batch in batches[:-1] for m in batch):  # a checkpoint before the last state
         assert any(decode_record(state, "state")[0] > 0 for state in states)
@@ -547,6 +552,41 @@ def _following_state(store: CheckpointStore) -> bytes:
     group, checkpoint = _counted_group_and_checkpoint()
     group.checkpointed(Base(checkpoint[0], store.persist(*checkpoint).crc))
     return group.encode()
+
+
+def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_read_from(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    reads = []
+
+    def checkpoints(time_ms, crc):
+        reads.append(time_ms)
+        return store.recover(time_ms, crc)
+
+    def decoded(state, kept=None):
+        group = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, kept)
+        return sorted(zip(group.table.keys, group.table.buckets, group.table.values.tolist())), group
+
+    kept, state = KeptCheckpoint(), _following_state(store)
+    first, group = decoded(state, kept)
+    group.apply(pd.DataFrame({"key": ["new"], "timestamp": [250], "value": [1]}), watermark_ms=200)
+    assert decoded(state, kept)[0] == first == decoded(state)[0]  # the kept table is not the group's
+    assert reads == [200, 200]  # the first decoding and the one without a kept checkpoint
+
+    # The checkpoint written again (a rewind, a path-B restart, a rescale): another CRC32, read again.
+    group = KeyGroup(VectorizedCount(), 100)
+    group.apply(pd.DataFrame({"key": ["other"] * 3, "timestamp": [10, 120, 210], "value": [1] * 3}))
+    _, (time_ms, data) = group.advance(250)
+    group.checkpointed(Base(time_ms, store.persist(time_ms, data).crc))
+    other = group.encode()
+    assert decoded(other, kept)[0] == decoded(other)[0] != first
+    assert reads == [200, 200, 200, 200]
+    # A replay of the micro-batch before: the state follows the earlier checkpoint again.
+    store.persist(*_counted_group_and_checkpoint()[1])
+    assert decoded(state, kept)[0] == first and reads[-1] == 200 and len(reads) == 5
+    # Another state or interval of the same checkpoint is read again.
+    with pytest.raises(CorruptCheckpointError):
+        KeyGroup.decode(VectorizedCount(), 50, 0, state, checkpoints, kept)
+    assert len(reads) == 6
 
 
 def test_a_state_that_follows_a_missing_checkpoint_is_an_error_saying_how_to_restart(tmp_path):

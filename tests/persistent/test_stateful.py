@@ -24,6 +24,7 @@ from persistent.runtime import stateful
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.stateful import DEAD_LETTERS, group_function
 from persistent.storage.filesystems import JobStorage
+from persistent.storage.job_directory import JobDirectory
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from state import NonWindowState
 from state.checkpoint_store import CheckpointStore, decode_record
@@ -80,8 +81,11 @@ def key_group(storage: JobStorage, task: PersistentTask | None = None, recovery:
     return run_group, reports
 
 
-def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_from_it(tmp_path):
+def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_from_it(tmp_path, monkeypatch):
     storage = JobStorage(str(tmp_path / "job"))
+    reads = []
+    restore = JobDirectory.restore
+    monkeypatch.setattr(JobDirectory, "restore", lambda self, *args: reads.append(args) or restore(self, *args))
     run_group, reports = key_group(storage)
     state = GroupState(watermark_ms=0)
     list(run_group((0,), iter([rows([f"k{i}" for i in range(500)], 50)]), state))
@@ -98,8 +102,13 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     state.watermark_ms = 160
     (out,) = run_group((0,), iter([rows(["k0", "k1"], 170)]), state)
     assert dict(zip(out["key"][0], out["value"][0])) == {"k0": 3, "k1": 2}
+    assert [args[:2] for args in reads] == [(0, 100)]
     (tmp_path / "job" / "checkpoints" / "group-00000").joinpath(written.path(100).rsplit("/", 1)[1]).unlink()
+    state.watermark_ms = 175
+    (out,) = run_group((0,), iter([rows(["k1"], 178)]), state)  # the process kept the checkpoint it read
+    assert totals(out) == {"k1": 3} and len(reads) == 1
     state.watermark_ms = 180
+    monkeypatch.setattr(stateful, "_KEPT", {})  # another Python worker, which keeps no checkpoint
     with pytest.raises(MissingCheckpointError, match="no checkpoint at 100 ms") as raised:
         list(run_group((0,), iter([rows(["k2"], 190)]), state))
     assert "follows the checkpoint at 100 ms" in "\n".join(raised.value.__notes__)
