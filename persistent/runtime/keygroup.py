@@ -227,7 +227,6 @@ class KeptCheckpoint:
         """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or ``read()``."""
         identity = (base.time_ms, base.crc, spec, interval_ms)
         if self._identity != identity:
-            self._identity, self._table = None, None
             self._table, self._identity = read(), identity
         return self._table
 

@@ -583,10 +583,13 @@ def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_re
     # A replay of the micro-batch before: the state follows the earlier checkpoint again.
     store.persist(*_counted_group_and_checkpoint()[1])
     assert decoded(state, kept)[0] == first and reads[-1] == 200 and len(reads) == 5
-    # Another state or interval of the same checkpoint is read again.
+    # Another interval or state of the same checkpoint is read again (and refused).
     with pytest.raises(CorruptCheckpointError):
         KeyGroup.decode(VectorizedCount(), 50, 0, state, checkpoints, kept)
-    assert len(reads) == 6
+    with pytest.raises(CorruptCheckpointError):
+        KeyGroup.decode(WindowSum(), 100, 0, state, checkpoints, kept)
+    assert len(reads) == 7
+    assert decoded(state, kept)[0] == first and len(reads) == 7  # what was kept stays
 
 
 def test_a_state_that_follows_a_missing_checkpoint_is_an_error_saying_how_to_restart(tmp_path):

@@ -114,6 +114,17 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     assert "follows the checkpoint at 100 ms" in "\n".join(raised.value.__notes__)
 
 
+def test_a_worker_keeps_the_checkpoints_of_the_two_job_directories_it_served_last(monkeypatch):
+    monkeypatch.setattr(stateful, "_KEPT", {})
+    first = stateful.kept_checkpoint("dir-1", 0)
+    assert stateful.kept_checkpoint("dir-1", 0) is first and stateful.kept_checkpoint("dir-1", 1) is not first
+    stateful.kept_checkpoint("dir-2", 0)
+    assert stateful.kept_checkpoint("dir-1", 0) is first  # dir-1 served last now
+    stateful.kept_checkpoint("dir-3", 0)
+    assert stateful.kept_checkpoint("dir-1", 0) is first
+    assert list(stateful._KEPT) == ["dir-3", "dir-1"]  # dir-2 is forgotten
+
+
 def test_a_message_at_the_watermark_is_applied_and_one_before_it_is_late(tmp_path):
     storage = JobStorage(str(tmp_path / "job"))
     run_group, reports = key_group(storage)
