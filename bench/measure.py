@@ -58,6 +58,8 @@ class RunResult:
     cpu_s: dict[str, float] = field(default_factory=dict)
     #: Of a pooled result (``pool``): each run's rate, median batch, wall and CPU seconds.
     runs: list[dict] = field(default_factory=list)
+    #: The lowest, median and highest of the per-run ratios behind ``ratio`` (``ratio_spread``).
+    ratio_spread: tuple[float, float, float] | None = None
     note: str = ""
 
     def to_json(self) -> dict:
@@ -102,6 +104,17 @@ def pool(results: list[RunResult]) -> RunResult:
     each = ", ".join(f"{r.rows_per_s:,.0f}" for r in results)
     pooled.note = f"{len(results)} runs pooled ({each} rows/s)"
     return _rates(pooled, [b for r in results for b in _measured(r.batches)])
+
+
+def ratio_spread(result: RunResult, baseline: RunResult) -> tuple[float, float, float] | None:
+    """The lowest, median and highest ratio of a run of ``result`` to the run of
+    ``baseline`` it took turns with (run ``i`` of each pool); None unless both are pools
+    of as many runs."""
+    pairs = list(zip(result.runs, baseline.runs))
+    if len(pairs) < 2 or len(result.runs) != len(baseline.runs) or not all(b["rows_per_s"] for _, b in pairs):
+        return None
+    ratios = [a["rows_per_s"] / b["rows_per_s"] for a, b in pairs]
+    return round(min(ratios), 3), round(statistics.median(ratios), 3), round(max(ratios), 3)
 
 
 def _measured(batches: list[Batch]) -> list[Batch]:

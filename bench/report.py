@@ -31,7 +31,8 @@ def _row(r: RunResult) -> list[str]:
         _cell(r.peak_driver_mb, ",.0f"),
         _cell(r.peak_worker_mb, ",.0f"),
         _cell(None if r.checkpoint_bytes_per_batch is None else r.checkpoint_bytes_per_batch / 1024, ",.0f"),
-        _cell(r.ratio, ".2f") + (f" ({r.baseline})" if r.baseline and r.baseline != "native" else ""),
+        _cell(r.ratio, ".2f") + (" [{:.2f}/{:.2f}/{:.2f}]".format(*r.ratio_spread) if r.ratio_spread else "")
+        + (f" ({r.baseline})" if r.baseline and r.baseline != "native" else ""),
     ]
 
 

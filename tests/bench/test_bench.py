@@ -20,6 +20,7 @@ from bench.measure import (  # noqa: E402
     cpu_snapshot,
     cpu_used,
     pool,
+    ratio_spread,
     summarize,
     thread_kind,
 )
@@ -144,3 +145,15 @@ def test_pooled_runs_add_their_wall_and_cpu_seconds_and_the_cpu_table_shows_them
     lines = cpu_table([pooled, RunResult("bytewax", "uniform", 1_000, 10)]).splitlines()
     assert len(lines) == 3  # the header, its rule, one row: a run without CPU seconds has none
     assert "native" in lines[2] and "5.0" in lines[2] and "1.8" in lines[2] and "4.0" in lines[2]
+
+
+def test_a_ratio_of_pools_that_took_turns_states_the_lowest_median_and_highest_run_ratio():
+    def pooled(name, rates):
+        return pool([summarize(RunResult(name, "uniform", 1_000, 10), [Batch(10, 10.0), Batch(rate // 100, 10.0)])
+                     for rate in rates])
+
+    native, vectorized = pooled("native", [1_000, 1_200, 1_000]), pooled("vectorized", [900, 1_200, 700])
+    assert ratio_spread(vectorized, native) == (0.7, 0.9, 1.0)
+    assert ratio_spread(vectorized, pooled("native", [1_000, 1_000])) is None  # not run in turns
+    vectorized.ratio, vectorized.ratio_spread = 0.9, ratio_spread(vectorized, native)
+    assert "0.90 [0.70/0.90/1.00]" in table([vectorized]).splitlines()[2]
