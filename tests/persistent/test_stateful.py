@@ -56,7 +56,7 @@ def test_a_worker_freezes_what_it_holds_once_so_the_collections_after_its_tasks_
 
     later = [[n] for n in range(1000)]
     stateful._freeze_the_libraries()
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen  # none frozen again; a frozen one may have been freed since
     assert seen_by_the_collector(later[0])
 
 
