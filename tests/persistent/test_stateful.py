@@ -114,6 +114,24 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     assert "follows the checkpoint at 100 ms" in "\n".join(raised.value.__notes__)
 
 
+def test_a_worker_reads_each_groups_checkpoint_once_while_it_serves_groups_of_two_jobs_in_turn(tmp_path,
+                                                                                                 monkeypatch):
+    monkeypatch.setattr(stateful, "_KEPT", {})
+    reads = []
+    restore = JobDirectory.restore
+    monkeypatch.setattr(JobDirectory, "restore",
+                        lambda self, group, *args: reads.append((self.root, group)) or restore(self, group, *args))
+    two_groups = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=2)
+    jobs = [key_group(JobStorage(str(tmp_path / name)), recovery=two_groups)[0] for name in ("a", "b")]
+    states = {(job, slot): GroupState(watermark_ms=0) for job in range(2) for slot in range(2)}
+    for batch, time_ms in enumerate((50, 150, 170, 190)):  # the second writes each group's checkpoint at 100
+        for (job, slot), state in states.items():
+            state.watermark_ms = time_ms - 20 if batch else 0
+            list(jobs[job]((slot,), iter([rows([f"k{slot}", "x"], time_ms)]), state))
+    # Each group of each job read its checkpoint once (in the third batch), then found it kept.
+    assert sorted(reads) == sorted((str(tmp_path / name), group) for name in ("a", "b") for group in range(2))
+
+
 def test_a_worker_keeps_the_checkpoints_of_the_two_job_directories_it_served_last(monkeypatch):
     monkeypatch.setattr(stateful, "_KEPT", {})
     first = stateful.kept_checkpoint("dir-1", 0)
