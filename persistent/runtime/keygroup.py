@@ -275,6 +275,7 @@ class KeyGroup:
         if checkpoints is None:
             raise StateValueError(f"the {_STATE} follows its checkpoint at {base.time_ms} ms: "
                                   "decoding it needs the group's checkpoints")
+
         def read() -> KeyedTable:
             return group.spec.build(interval_ms, checkpoints(*base), base.time_ms)
 
