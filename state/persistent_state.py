@@ -66,17 +66,12 @@ class PersistentState(Generic[V]):
             return table
         return decode_table(resume_state, self.monoid, interval_ms, self.window, what, ttl_ms=self.ttl_ms)
 
-    def follow(self, interval_ms: int, checkpoint_ms: int, checkpoint: bytes, since: bytes,
-               what: str = "state") -> KeyedTable:
-        """The live state from the checkpoint at ``checkpoint_ms`` and the rows after it
+    def follow(self, checkpoint: KeyedTable, interval_ms: int, since: bytes, what: str = "state") -> KeyedTable:
+        """The live state from a checkpoint (decoded by ``build``, which stays as it is:
+        the live state is a copy of it, ``KeyedTable.copy``) and the rows after it
         (``KeyedTable.encode_since_checkpoint`` bytes); ``CorruptCheckpointError`` (or
-        ``StateValueError``) naming ``what`` when either is damaged, of another monoid,
-        window, interval or ``ttl_ms``, or when they do not belong together."""
-        return self.follow_table(self.build(interval_ms, checkpoint, checkpoint_ms), interval_ms, since, what)
-
-    def follow_table(self, checkpoint: KeyedTable, interval_ms: int, since: bytes, what: str = "state") -> KeyedTable:
-        """``follow`` from the checkpoint already decoded (``build``), which stays as it
-        is: the live state is a copy of it (``KeyedTable.copy``) with the rows after it."""
+        ``StateValueError``) naming ``what`` when the rows are damaged, of another monoid,
+        window, interval or ``ttl_ms``, or when they do not follow the checkpoint."""
         table = checkpoint.copy()
         table.follow(self.build(interval_ms, since, what=what))
         return table

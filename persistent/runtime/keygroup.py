@@ -217,7 +217,7 @@ class KeptCheckpoint:
     the file against), state and interval. Another one (a replayed micro-batch's,
     one written again by a rewind or a rescale, another job's) is read and replaces
     it. The table kept is never changed: a decoded group works on a copy
-    (``PersistentState.follow_table``)."""
+    (``PersistentState.follow``)."""
 
     def __init__(self) -> None:
         self._identity: tuple | None = None
@@ -281,7 +281,7 @@ class KeyGroup:
 
         try:
             checkpoint = kept.table(group.spec, interval_ms, base, read) if kept else read()
-            group.table = group.spec.follow_table(checkpoint, interval_ms, table, what=_STATE)
+            group.table = group.spec.follow(checkpoint, interval_ms, table, what=_STATE)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
             exc.add_note(f"The {_STATE} in Spark's state store follows the checkpoint at {base.time_ms} ms.")
             raise
