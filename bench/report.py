@@ -22,6 +22,11 @@ def _name(r: RunResult) -> str:
     return name + (f" [{r.note}]" if r.note else "")
 
 
+def spread(lowest_median_highest: tuple[float, float, float]) -> str:
+    """A ratio's spread over runs (``bench.measure.ratio_spread``) as ``lowest/median/highest``."""
+    return "/".join(f"{value:.2f}" for value in lowest_median_highest)
+
+
 def _row(r: RunResult) -> list[str]:
     return [
         _name(r),
@@ -31,7 +36,7 @@ def _row(r: RunResult) -> list[str]:
         _cell(r.peak_driver_mb, ",.0f"),
         _cell(r.peak_worker_mb, ",.0f"),
         _cell(None if r.checkpoint_bytes_per_batch is None else r.checkpoint_bytes_per_batch / 1024, ",.0f"),
-        _cell(r.ratio, ".2f") + (" [{:.2f}/{:.2f}/{:.2f}]".format(*r.ratio_spread) if r.ratio_spread else "")
+        _cell(r.ratio, ".2f") + (f" [{spread(r.ratio_spread)}]" if r.ratio_spread else "")
         + (f" ({r.baseline})" if r.baseline and r.baseline != "native" else ""),
     ]
 
