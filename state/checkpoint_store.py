@@ -11,6 +11,15 @@ all big-endian. The CRC32 covers the header fields before it as well as the
 payload, so a flipped bit anywhere is detected. ``encode_record`` and
 ``decode_record`` expose the format for other stores (the clock uses it too).
 
+A checkpoint's payload is the state at ``T`` whole, or its *changes*: what a
+checkpoint before it (its *base*) needs to become this one, framed as::
+
+    magic b"PCHG" | frame version u16 | base timestamp ms i64 | base record's crc32 u32 | changes
+
+so a checkpoint is read as a chain (``recover``): a whole one, then the changes of
+each checkpoint after it, every link checked against the CRC32 its successor names.
+``retain`` keeps the chains of the checkpoints it keeps.
+
 The store only talks to a ``FileSystem``, so it works on any scheme the runtime's
 file system serves. A torn, corrupt or missing checkpoint raises; it is never read
 as empty state.
@@ -30,6 +39,7 @@ from state.fs import FileSystem
 __all__ = [
     "CheckpointStore",
     "Written",
+    "Stored",
     "encode_record",
     "decode_record",
     "check_time_ms",
@@ -50,6 +60,9 @@ _TIME_DIGITS = 22
 _SUFFIX = ".ckpt"
 _NAME = re.compile(rf"(\d{{{_TIME_DIGITS}}}){re.escape(_SUFFIX)}")
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+_CHANGES_MAGIC = b"PCHG"
+_CHANGES_VERSION = 1
+_CHANGES = struct.Struct(">4sHqI")  # magic, version, base timestamp ms, base record's crc32
 
 
 def check_time_ms(timestamp_ms: object, what: str = "timestamp_ms") -> int:
@@ -120,6 +133,18 @@ class Written(NamedTuple):
     crc: int
 
 
+class Stored(NamedTuple):
+    """One checkpoint as its file holds it (``CheckpointStore.read``)."""
+
+    time_ms: int
+    #: The CRC32 of its record (``Written.crc``).
+    crc: int
+    #: The state at ``time_ms``: whole, or with a ``base``, the changes to that one.
+    data: bytes
+    #: ``(time_ms, crc)`` of the checkpoint whose state ``data`` changes; None: whole.
+    base: tuple[int, int] | None = None
+
+
 class CheckpointStore:
     """The checkpoints of task ``task`` under ``<root>/<task>/``, keyed by time in ms.
 
@@ -142,12 +167,18 @@ class CheckpointStore:
         """The file of the checkpoint at ``timestamp_ms``."""
         return self.fs.join(self.directory, f"{check_time_ms(timestamp_ms):0{_TIME_DIGITS}d}{_SUFFIX}")
 
-    def persist(self, timestamp_ms: int, data: bytes) -> Written:
+    def persist(self, timestamp_ms: int, data: bytes, base: tuple[int, int] | None = None) -> Written:
         """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there;
-        returns its file's size and CRC32.
+        returns its file's size and CRC32. With ``base``, ``(time_ms, crc)`` of an older
+        checkpoint of this store, ``data`` are the changes that make that one this one.
 
         Replays after a restart persist the same times again; they overwrite.
         """
+        if base is not None:
+            base_ms, base_crc = base
+            if check_time_ms(base_ms, "base time") >= timestamp_ms:
+                raise StateValueError(f"the checkpoint at {timestamp_ms} ms cannot change a later one ({base_ms} ms)")
+            data = _CHANGES.pack(_CHANGES_MAGIC, _CHANGES_VERSION, base_ms, base_crc) + data
         record = encode_record(timestamp_ms, data)
         self.fs.write_atomic(self.path(timestamp_ms), record)
         return Written(len(record), _record_crc(record))
@@ -158,9 +189,9 @@ class CheckpointStore:
         if not self.fs.exists(self.path(timestamp_ms)):
             raise self._missing(timestamp_ms)
 
-    def recover(self, timestamp_ms: int, crc: int | None = None) -> bytes:
-        """The data of the checkpoint at exactly ``timestamp_ms``; with ``crc``, of the
-        one ``persist`` wrote with that CRC32 (``Written.crc``).
+    def read(self, timestamp_ms: int, crc: int | None = None) -> Stored:
+        """The checkpoint at exactly ``timestamp_ms``, as its file holds it; with ``crc``,
+        the one ``persist`` wrote with that CRC32 (``Written.crc``).
 
         Raises ``MissingCheckpointError`` when there is none and
         ``CorruptCheckpointError`` when its file is torn or corrupt, or holds another record.
@@ -182,7 +213,37 @@ class CheckpointStore:
                 f"{path} holds another checkpoint than the one expected: its CRC32 is {found_crc}, "
                 f"not {crc} (written again since?)", path
             )
-        return data
+        if data[:len(_CHANGES_MAGIC)] != _CHANGES_MAGIC:
+            return Stored(timestamp_ms, found_crc, data)
+        if len(data) < _CHANGES.size:
+            raise CorruptCheckpointError(f"corrupt record {path}: its changes frame is torn; {_RESTORE_OLDER}", path)
+        _, version, base_ms, base_crc = _CHANGES.unpack_from(data)
+        if version != _CHANGES_VERSION or not 0 <= base_ms < timestamp_ms:
+            raise CorruptCheckpointError(
+                f"corrupt record {path}: changes of format {version} on a checkpoint at {base_ms} ms "
+                f"(this code reads format {_CHANGES_VERSION}, on an earlier checkpoint); {_RESTORE_OLDER}", path
+            )
+        return Stored(timestamp_ms, found_crc, data[_CHANGES.size:], (base_ms, base_crc))
+
+    def recover(self, timestamp_ms: int, crc: int | None = None, known: tuple[int, int] | None = None) -> list[Stored]:
+        """The chain of the checkpoint at exactly ``timestamp_ms`` (with ``crc``, the one
+        written with that CRC32), oldest first: a whole checkpoint and the changes after
+        it, or with ``known``, ``(time_ms, crc)`` of a checkpoint the caller holds, the
+        changes after that one when the chain passes it.
+
+        Raises ``MissingCheckpointError`` when a checkpoint of the chain is missing, and
+        ``CorruptCheckpointError`` when one is torn or corrupt, or is not the one its
+        successor changes (written again since).
+        """
+        chain = [self.read(timestamp_ms, crc)]
+        while chain[-1].base is not None and chain[-1].base != known:
+            base_ms, base_crc = chain[-1].base
+            try:
+                chain.append(self.read(base_ms, base_crc))
+            except (CorruptCheckpointError, MissingCheckpointError) as exc:
+                exc.add_note(f"The checkpoint at {chain[-1].time_ms} ms holds the changes to the one at {base_ms} ms.")
+                raise
+        return chain[::-1]
 
     def _missing(self, timestamp_ms: int) -> MissingCheckpointError:
         return MissingCheckpointError(
@@ -201,15 +262,23 @@ class CheckpointStore:
         held = self.times()
         return held[-1] if held else None
 
-    def retain(self, oldest_ms: int) -> None:
-        """Deletes the checkpoints older than ``oldest_ms``, always keeping the newest one.
+    def retain(self, oldest_ms: int, whole_every_ms: int | None = None) -> None:
+        """Deletes the checkpoints older than ``oldest_ms``, always keeping the newest one,
+        and the chain of each one kept: with ``whole_every_ms``, the writer's promise that a
+        chain never reaches back past a multiple of it, those from the last multiple at or
+        before the oldest one kept.
 
         Pass the oldest clock that may still be restored (the current clock, or the
         oldest in ``ClockStore.history()`` to keep rewinds possible).
         """
         oldest_ms = check_time_ms(oldest_ms, "oldest_ms")
-        for timestamp_ms in self.times()[:-1]:
-            if timestamp_ms >= oldest_ms:
+        held = self.times()
+        kept = [timestamp_ms for timestamp_ms in held if timestamp_ms >= oldest_ms] or held[-1:]
+        if not kept:
+            return
+        first_ms = kept[0] - kept[0] % whole_every_ms if whole_every_ms else kept[0]
+        for timestamp_ms in held:
+            if timestamp_ms >= first_ms:
                 break
             self.fs.delete(self.path(timestamp_ms))
 

@@ -13,13 +13,15 @@ construction, and checked when made (``StateValueError``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from monoids.base import Monoid
+from state.checkpoint_store import Stored
 from state.errors import StateValueError
 from state.table import KeyedTable, check_ttl_ms
-from state.tables import decode_table, table_for
+from state.tables import chain_table, decode_table, table_for
 from state.window import SessionWindow, Window
 
 __all__ = ["PersistentState", "NonWindowState", "WindowState"]
@@ -65,6 +67,17 @@ class PersistentState(Generic[V]):
             table.recover(checkpoint_ms, resume_state)
             return table
         return decode_table(resume_state, self.monoid, interval_ms, self.window, what, ttl_ms=self.ttl_ms)
+
+    def restore(self, interval_ms: int, chain: Sequence[Stored], start: KeyedTable | None = None,
+                what: str = "checkpoint") -> KeyedTable:
+        """The live state of the checkpoint a chain ends with (``CheckpointStore.recover``):
+        from its whole checkpoint, or from ``start``, the decoded checkpoint its first
+        changes change (``state.tables.chain_table``). Raises as ``build`` does, naming
+        ``what`` and the checkpoint's time."""
+        def decode(stored: Stored) -> KeyedTable:
+            return self.build(interval_ms, stored.data, what=f"{what} at {stored.time_ms} ms")
+
+        return chain_table(chain, decode, start)
 
     def follow(self, checkpoint: KeyedTable, interval_ms: int, since: bytes, what: str = "state") -> KeyedTable:
         """The live state from a checkpoint (decoded by ``build``, which stays as it is:

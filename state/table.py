@@ -436,6 +436,53 @@ class KeyedTable:
         self.seal(timestamp_ms)
         return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
+    @property
+    def keeps_changes(self) -> bool:
+        """Whether a checkpoint can be the changes to the last one (``checkpoint_changes``):
+        without a window and without ``ttl_ms``, where a checkpoint holds one committed row
+        per key and no key ever goes. A windowed table's checkpoint holds the panes of its
+        open windows only, and expiry drops keys, which changed rows cannot say."""
+        return self.window is None and self.ttl_ms is None
+
+    def checkpoint_changes(self, timestamp_ms: int) -> bytes:
+        """``checkpoint``, holding only the keys it changes: those with rows from the last
+        checkpoint up to ``timestamp_ms``, with their new committed rows, in ``encode``'s
+        format. Decoded, they make the last checkpoint this one (``roll_forward``)."""
+        if not self.keeps_changes:
+            raise StateValueError("a table with a window or a ttl_ms checkpoints whole")
+        changed = self.keys[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]
+        self.seal(timestamp_ms)
+        rows = (self.buckets == COMMITTED) & self._rows_of(changed)
+        return self._encode(rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
+
+    def roll_forward(self, changes: KeyedTable) -> None:
+        """Makes this table, a checkpoint, the next one: ``changes`` is the decoded
+        ``checkpoint_changes`` taken on it. The rows of the keys it changes take its
+        values, in their places; new keys follow, in its order."""
+        if (not self.keeps_changes or changes.checkpoint_ms <= self.checkpoint_ms
+                or bool((self.buckets != COMMITTED).any()) or bool((changes.buckets != COMMITTED).any())):
+            raise CorruptCheckpointError(
+                f"the changes of the checkpoint at {changes.checkpoint_ms} ms do not follow the checkpoint at "
+                f"{self.checkpoint_ms} ms"
+            )
+        held = len(self.keys)
+        codes, unique_keys = factorize_keys(np.concatenate([self.keys, changes.keys]))
+        row_of = np.full(len(unique_keys), -1, dtype=np.intp)
+        row_of[codes[:held]] = np.arange(held)
+        rows = row_of[codes[held:]]
+        known = rows >= 0
+        values = self.values.copy()
+        values[rows[known]] = changes.values[known]
+        added = ~known
+        self.keys = np.concatenate([self.keys, changes.keys[added]])
+        self.buckets = np.concatenate([self.buckets, changes.buckets[added]])
+        self.values = np.concatenate([values, changes.values[added]])
+        self._codes = None
+        if self._touched is not None:
+            self._touched = np.zeros(len(self.keys), dtype=bool)
+        self.checkpoint_ms, self.emitted_ms = changes.checkpoint_ms, changes.emitted_ms
+        self.late_count = changes.late_count
+
     def expire(self, watermark_ms: int) -> int:
         """Drops the keys whose newest message is more than ``ttl_ms`` behind
         ``watermark_ms``, all their rows; returns how many keys went. Nothing without a

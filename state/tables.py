@@ -4,17 +4,23 @@ A ``state.table.KeyedTable`` keeps no window, fixed windows, or a time to live; 
 ``state.sessions.SessionTable``, which builds on it, keeps session windows. This
 module sits above both: it builds an empty table of the right class (``table_for``)
 and decodes bytes into one (``decode_table`` with the task's settings, ``read_table``
-with those the bytes name), so the generic table never needs to know its kinds.
+with those the bytes name), so the generic table never needs to know its kinds. A
+checkpoint stored as changes to an earlier one is decoded from its chain
+(``chain_table``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from monoids.base import Monoid
+from state.checkpoint_store import Stored
+from state.errors import CorruptCheckpointError, StateValueError
 from state.sessions import SessionTable
 from state.table import KeyedTable, TableBytes
 from state.window import SessionWindow, Window
 
-__all__ = ["table_for", "decode_table", "read_table"]
+__all__ = ["table_for", "decode_table", "read_table", "chain_table"]
 
 
 def table_for(
@@ -55,3 +61,31 @@ def read_table(data: bytes, what: str = "table") -> KeyedTable:
     """
     encoded = TableBytes.of(data, what)
     return encoded.fill(table_for(*encoded.settings()))
+
+
+def chain_table(
+    chain: Sequence[Stored], decode: Callable[[Stored], KeyedTable], start: KeyedTable | None = None
+) -> KeyedTable:
+    """The checkpoint a chain (``CheckpointStore.recover``) ends with: its whole checkpoint
+    decoded, or when the chain starts with changes, a copy of ``start`` (the checkpoint
+    they change, left as it is), rolled forward by each changes after it
+    (``KeyedTable.roll_forward``). ``decode`` makes a table of one checkpoint's data."""
+    first, *rest = chain
+    if first.base is None:
+        table = decode(first)
+        _check_time(table, first)
+    elif start is not None and start.checkpoint_ms == first.base[0]:
+        table, rest = start.copy(), chain
+    else:
+        raise StateValueError(f"the checkpoint at {first.time_ms} ms changes the one at {first.base[0]} ms, "
+                              "which the chain does not hold")
+    for stored in rest:
+        changes = decode(stored)
+        _check_time(changes, stored)
+        table.roll_forward(changes)
+    return table
+
+
+def _check_time(table: KeyedTable, stored: Stored) -> None:
+    if table.checkpoint_ms != stored.time_ms:
+        raise CorruptCheckpointError(f"checkpoint at {stored.time_ms} holds the state at {table.checkpoint_ms}")

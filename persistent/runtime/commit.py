@@ -106,6 +106,9 @@ class Commit:
     #: Where the source rewinds to for a clock (``Source.rewind_positions``), or None
     #: for a source that needs no record of it.
     rewind_positions: Callable[[int], dict[str, dict[str, int]]] | None = None
+    #: No chain of a key group's checkpoints crosses a multiple of this
+    #: (``persistent.runtime.keygroup.whole_every_ms``); None: every checkpoint is whole.
+    whole_every_ms: int | None = None
 
     @property
     def sink_computes(self) -> bool:
@@ -223,6 +226,6 @@ class Commit:
         if self.recovery.restored:
             oldest_ms = min(oldest_ms, self.recovery.floor_ms)
         for grp in checkpoints:
-            self.directory.store(grp).retain(oldest_ms)
+            self.directory.store(grp).retain(oldest_ms, self.whole_every_ms)
         if self.rewind_positions is not None:
             self.directory.retain_rewind_positions(oldest_ms)

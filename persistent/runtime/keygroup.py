@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -31,11 +31,24 @@ from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.core.task import MESSAGE_COLUMNS, KeyState, Message, PersistentTask, TaskDefinitionError
 from persistent.runtime.rows import Marked
 from state.checkpoint_store import MAGIC as RECORD_MAGIC
-from state.checkpoint_store import check_time_ms, decode_record, encode_record
+from state.checkpoint_store import Stored, check_time_ms, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.table import KeyedTable
 
-__all__ = ["KeyGroup", "Base", "Applied"]
+__all__ = ["KeyGroup", "Base", "Taken", "Applied", "WHOLE_EVERY", "whole_every_ms"]
+
+#: A key group's checkpoint holds only the keys changed since its last one
+#: (``KeyedTable.checkpoint_changes``) when that one is durable and in the same span of
+#: ``WHOLE_EVERY`` checkpoint intervals, counted from time 0; else it is whole. So
+#: restoring one reads at most ``WHOLE_EVERY`` files, and a chain never reaches back
+#: past a multiple of ``whole_every_ms``, which is what lets the job keep a chain
+#: without reading it (``CheckpointStore.retain``).
+WHOLE_EVERY = 10
+
+
+def whole_every_ms(interval_ms: int) -> int:
+    """The span, in ms of event time, that no chain of a key group's checkpoints crosses."""
+    return WHOLE_EVERY * interval_ms
 
 #: A key group's state (``KeyGroup.encode``) is a record of ``encode_record``: magic
 #: ``PCKP``, version, time, length and a CRC32 over them and the payload, which checks
@@ -50,6 +63,7 @@ _STATE_SIZE = struct.Struct(">Q")
 _FOLLOWING = struct.Struct(">IQ")
 _STATE_CODEC = "zstd"
 _STATE = "key group state"
+_CHECKPOINT = "key group checkpoint"
 _STATE_REMEDY = "delete DIR/spark/ to restart the job from the clock (path B)"
 #: The frame of the versions before the record: a magic, the size and the CRC32 of the
 #: table's bytes, then the table's bytes compressed with ``_STATE_CODEC``.
@@ -102,6 +116,16 @@ def _decompress(compressed: memoryview, size: int) -> bytes:
         return pa.decompress(compressed, decompressed_size=size, codec=_STATE_CODEC, asbytes=True)
     except (OSError, ValueError, OverflowError, MemoryError) as exc:  # the last two: a damaged size
         raise CorruptCheckpointError(f"{_STATE}: its {_STATE_CODEC} bytes do not decompress: {exc}") from exc
+
+
+class Taken(NamedTuple):
+    """The checkpoint ``KeyGroup.advance`` took."""
+
+    time_ms: int
+    #: The state at ``time_ms``: whole, or with a ``base``, the changes to it.
+    data: bytes
+    #: The durable checkpoint ``data`` changes; None: ``data`` is whole.
+    base: Base | None
 
 
 class Applied(NamedTuple):
@@ -216,18 +240,24 @@ class KeptCheckpoint:
     from: the same time and CRC32 of its record (what ``JobDirectory.restore`` checks
     the file against), state and interval. Another one (a replayed micro-batch's,
     one written again by a rewind or a rescale, another job's) is read and replaces
-    it. The table kept is never changed: a decoded group works on a copy
-    (``PersistentState.follow``)."""
+    it; when that one's chain holds only changes after the kept one, those are read
+    and rolled forward from it. The table kept is never changed: a decoded group
+    works on a copy (``PersistentState.follow``)."""
 
     def __init__(self) -> None:
         self._identity: tuple | None = None
         self._table: KeyedTable | None = None
 
-    def table(self, spec, interval_ms: int, base: Base, read: Callable[[], KeyedTable]) -> KeyedTable:
-        """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or ``read()``."""
+    def table(self, spec, interval_ms: int, base: Base,
+              read: Callable[[Base | None], Sequence[Stored]]) -> KeyedTable:
+        """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or the chain
+        ``read(known)`` returns (``CheckpointStore.recover``), where ``known`` is the
+        checkpoint kept, if it is of the same state and interval."""
         identity = (base.time_ms, base.crc, spec, interval_ms)
         if self._identity != identity:
-            self._table, self._identity = read(), identity
+            start = self._table if self._identity is not None and self._identity[2:] == identity[2:] else None
+            known = Base(*self._identity[:2]) if start is not None else None
+            self._table, self._identity = spec.restore(interval_ms, read(known), start, _CHECKPOINT), identity
         return self._table
 
 
@@ -250,21 +280,33 @@ class KeyGroup:
 
     @classmethod
     def restore(cls, task: PersistentTask, interval_ms: int, timestamp_ms: int, data: bytes) -> KeyGroup:
-        """A group restored from its checkpoint at ``timestamp_ms``."""
+        """A group restored from its whole checkpoint at ``timestamp_ms``."""
         group = cls(task, interval_ms, timestamp_ms)
         group.table = group.spec.build(interval_ms, data, timestamp_ms)
         return group
 
     @classmethod
+    def recover(cls, task: PersistentTask, interval_ms: int, chain: Sequence[Stored]) -> KeyGroup:
+        """A group restored from its durable checkpoint, the last of ``chain``
+        (``CheckpointStore.recover``), which its next checkpoint may change."""
+        checkpoint = chain[-1]
+        group = cls(task, interval_ms, checkpoint.time_ms)
+        group.table = group.spec.restore(interval_ms, chain, what=_CHECKPOINT)
+        group.checkpointed(Base(checkpoint.time_ms, checkpoint.crc))
+        return group
+
+    @classmethod
     def decode(
         cls, task: PersistentTask, interval_ms: int, floor_ms: int, data: bytes,
-        checkpoints: Callable[[int, int], bytes] | None = None, kept: KeptCheckpoint | None = None,
+        checkpoints: Callable[[int, int, Base | None], Sequence[Stored]] | None = None,
+        kept: KeptCheckpoint | None = None,
     ) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state), or from the
         state of an earlier version (``_decompressed``). A state that follows a
-        checkpoint reads it with ``checkpoints(time_ms, crc)``, which returns the data
-        of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``, and
-        raises ``MissingCheckpointError`` or ``CorruptCheckpointError`` saying what to do
+        checkpoint reads it with ``checkpoints(time_ms, crc, known)``, which returns the
+        chain of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``
+        (after ``known``, a checkpoint held decoded), and raises
+        ``MissingCheckpointError`` or ``CorruptCheckpointError`` saying what to do
         otherwise (``persistent.storage.job_directory.JobDirectory.restore``); with
         ``kept``, only when that does not hold the checkpoint decoded already."""
         base, table = _decompressed(data)
@@ -276,11 +318,14 @@ class KeyGroup:
             raise StateValueError(f"the {_STATE} follows its checkpoint at {base.time_ms} ms: "
                                   "decoding it needs the group's checkpoints")
 
-        def read() -> KeyedTable:
-            return group.spec.build(interval_ms, checkpoints(*base), base.time_ms)
+        def read(known: Base | None) -> Sequence[Stored]:
+            return checkpoints(*base, known)
 
         try:
-            checkpoint = kept.table(group.spec, interval_ms, base, read) if kept else read()
+            if kept is None:
+                checkpoint = group.spec.restore(interval_ms, read(None), what=_CHECKPOINT)
+            else:
+                checkpoint = kept.table(group.spec, interval_ms, base, read)
             group.table = group.spec.follow(checkpoint, interval_ms, table, what=_STATE)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
             exc.add_note(f"The {_STATE} in Spark's state store follows the checkpoint at {base.time_ms} ms.")
@@ -312,7 +357,8 @@ class KeyGroup:
 
     def checkpointed(self, base: Base) -> None:
         """Takes note that the checkpoint ``advance`` took at ``base.time_ms`` is durable,
-        its record's CRC32 ``base.crc``: ``encode`` may follow it."""
+        its record's CRC32 ``base.crc``: ``encode`` may follow it, and the next
+        checkpoint may hold the changes to it."""
         if base.time_ms != self.table.checkpoint_ms or not base.time_ms:
             raise StateValueError(f"the group's last checkpoint is at {self.table.checkpoint_ms} ms "
                                   f"(0: none), not {base.time_ms} ms")
@@ -492,12 +538,15 @@ class KeyGroup:
             raise BadRecordError(record)
         return record
 
-    def advance(self, watermark_ms: int, checkpoint: bool = True) -> tuple[pd.DataFrame, tuple[int, bytes] | None]:
+    def advance(self, watermark_ms: int, checkpoint: bool = True) -> tuple[pd.DataFrame, Taken | None]:
         """Results of this batch and, if one is due at ``watermark_ms``, a checkpoint;
         then, with a ``ttl_ms``, the keys the watermark leaves too far behind expire.
 
-        With ``checkpoint=False`` the state moves past the boundary due as if it had
-        been checkpointed (``KeyedTable.seal``), but no checkpoint bytes are made.
+        The checkpoint holds only the keys changed since the group's last one when that
+        one is durable (``checkpointed``) and the table keeps changes, unless a multiple
+        of ``whole_every_ms`` lies between them (``WHOLE_EVERY``). With
+        ``checkpoint=False`` the state moves past the boundary due as if it had been
+        checkpointed (``KeyedTable.seal``), but no checkpoint bytes are made.
 
         Expiry comes last, so the checkpoint at ``T`` holds the keys that no watermark
         before ``T`` expired: a group restored from it (its watermark starts at ``T``)
@@ -509,11 +558,21 @@ class KeyGroup:
         due = self.table.due_checkpoint(watermark_ms)
         taken = None
         if due is not None and checkpoint:
-            taken = (due, self.table.checkpoint(due))
+            base = self._changed_from(due)
+            data = self.table.checkpoint_changes(due) if base else self.table.checkpoint(due)
+            taken = Taken(due, data, base)
         elif due is not None:
             self.table.seal(due)
         self.table.expire(watermark_ms)
         return results, taken
+
+    def _changed_from(self, due_ms: int) -> Base | None:
+        """The durable checkpoint the one due at ``due_ms`` can hold the changes to, if any."""
+        base, span = self.base, whole_every_ms(self.table.interval_ms)
+        if (base is None or base.time_ms != self.table.checkpoint_ms or not self.table.keeps_changes
+                or base.time_ms // span != due_ms // span):
+            return None
+        return base
 
     def _results(self, watermark_ms: int) -> pd.DataFrame:
         if self.window is not None:

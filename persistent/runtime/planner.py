@@ -62,6 +62,7 @@ from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.heartbeats import heartbeats
+from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
 from persistent.runtime.metrics import JobMetrics
 from persistent.runtime.progress import ProgressBar, stderr
@@ -206,7 +207,8 @@ class Plan:
         if rewind_positions is not None:
             closing.append(rewind_positions)
         commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
-                        self.checkpoints, listeners, rewind_positions=rewind_positions)
+                        self.checkpoints, listeners, rewind_positions=rewind_positions,
+                        whole_every_ms=whole_every_ms(job.checkpoint_interval_ms))
         name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
         writer = results.writeStream.queryName(name).foreachBatch(_ForeachBatch(commit, reports, job.dead_letters))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")

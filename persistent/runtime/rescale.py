@@ -91,7 +91,7 @@ def _split_and_merge(spark, plan: RescalePlan, old: list[int], storage: JobStora
     clock_ms, to_groups = plan.clock_ms, plan.to_groups
 
     def restore(directory: JobDirectory, group: int) -> KeyedTable:
-        return spec.build(interval_ms, directory.restore(group, clock_ms), clock_ms)
+        return spec.restore(interval_ms, directory.restore(group, clock_ms))
 
     def keys_of(frames):
         directory = storage.directory()

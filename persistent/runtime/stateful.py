@@ -26,7 +26,7 @@ import pandas as pd
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
-from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup
+from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
@@ -86,7 +86,7 @@ def group_function(
                                     kept_checkpoint(storage.root, grp))
         elif grp in restored:
             # Restore by reference: this group's own checkpoint at its generation's floor.
-            group = KeyGroup.restore(task, interval_ms, floor_ms, storage.directory().restore(grp, floor_ms))
+            group = KeyGroup.recover(task, interval_ms, storage.directory().restore(grp, floor_ms))
         else:
             group = KeyGroup(task, interval_ms, floor_ms)
         applied = replayed = late = 0
@@ -112,9 +112,9 @@ def group_function(
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:
             began = time.monotonic()
-            written = _persist(storage.directory(), grp, *checkpoint)
+            written = _persist(storage.directory(), grp, checkpoint)
             writing_s = time.monotonic() - began
-            group.checkpointed(Base(checkpoint[0], written.crc))
+            group.checkpointed(Base(checkpoint.time_ms, written.crc))
             crash_point(CrashPoint.CHECKPOINTS)
         encoded = b""
         if carries:
@@ -127,7 +127,7 @@ def group_function(
             grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
             bad_records=len(bad), late_records=len(late_output),
-            checkpoint_ms=checkpoint[0] if checkpoint else None, checkpoint_bytes=written.size,
+            checkpoint_ms=checkpoint.time_ms if checkpoint else None, checkpoint_bytes=written.size,
             checkpoint_crc=written.crc, checkpoint_seconds=writing_s,
         )})
         dead_letters = bad + late_output
@@ -175,16 +175,17 @@ def _freeze_the_libraries() -> None:
 _FROZEN: list[bool] = []
 
 
-def _persist(directory: JobDirectory, grp: int, time_ms: int, data: bytes) -> Written:
-    """Writes key group ``grp``'s checkpoint at ``time_ms``; returns its file's size and CRC32.
+def _persist(directory: JobDirectory, grp: int, checkpoint: Taken) -> Written:
+    """Writes key group ``grp``'s checkpoint; returns its file's size and CRC32.
 
     A retried or speculative attempt of the task writes the same state to the same
     path, atomically: whichever rename comes last leaves one intact file (of a monoid
     that folds alike in every process: see ``docs/concepts.md``, "Checkpoints, on the
     executors").
     """
+    time_ms = checkpoint.time_ms
     try:
-        return directory.store(grp).persist(time_ms, data)
+        return directory.store(grp).persist(time_ms, checkpoint.data, checkpoint.base)
     except StorageError as exc:
         exc.add_note(
             f"key group {grp}'s checkpoint at {time_ms} ms is not durable, and the micro-batch is not "

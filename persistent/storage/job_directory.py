@@ -55,7 +55,7 @@ from persistent.storage.records import (
     RewindPositions,
 )
 from persistent.storage.spark_log import SparkLog
-from state.checkpoint_store import CheckpointStore
+from state.checkpoint_store import CheckpointStore, Stored
 from state.clock_store import ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import FileSystem
@@ -291,14 +291,16 @@ class JobDirectory:
         """Records the generation that starts."""
         self._write(self.generation_file, generation)
 
-    def restore(self, group: int, time_ms: int, crc: int | None = None) -> bytes:
-        """The data of key group ``group``'s checkpoint at ``time_ms``: its generation's
-        restore point, or with ``crc``, the CRC32 it was written with, the checkpoint its
-        state in Spark follows (``persistent.runtime.keygroup.KeyGroup.encode``). A
-        missing, damaged or other checkpoint raises, with a note naming the command that
+    def restore(self, group: int, time_ms: int, crc: int | None = None,
+                known: tuple[int, int] | None = None) -> list[Stored]:
+        """The chain of key group ``group``'s checkpoint at ``time_ms``
+        (``CheckpointStore.recover``, after ``known`` if it passes that one): its
+        generation's restore point, or with ``crc``, the CRC32 it was written with, the
+        checkpoint its state in Spark follows (``persistent.runtime.keygroup.KeyGroup.encode``).
+        A missing, damaged or other checkpoint raises, with a note naming the command that
         restarts from the newest intact clock in the history."""
         try:
-            return self.store(group).recover(time_ms, crc)
+            return self.store(group).recover(time_ms, crc, known)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
             exc.add_note(self.rewind_advice())
             raise

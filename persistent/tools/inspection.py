@@ -21,7 +21,7 @@ from persistent.storage.lease import JobLease
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
 from state.errors import ClockError
-from state.tables import read_table
+from state.tables import chain_table, read_table
 
 __all__ = [
     "JobDirectoryError",
@@ -83,7 +83,8 @@ def read_state(directory: JobDirectory, at_ms: int, tasks: list[str]) -> Iterato
     """
     for task in tasks:
         store = _store(directory, task)
-        table = read_table(store.recover(at_ms), f"checkpoint {store.path(at_ms)}")
+        table = chain_table(store.recover(at_ms),
+                            lambda stored: read_table(stored.data, f"checkpoint {store.path(stored.time_ms)}"))
         monoid = table.monoid
         if table.window is None:
             keys, column = table.totals()
@@ -180,4 +181,4 @@ def _check_restorable(directory: JobDirectory, target: ClockRecord) -> None:
             f"{len(lacking)} task(s) lack a checkpoint there ({described})"
         )
     for task in target.task_clocks:
-        _store(directory, task).recover(at_ms)  # raises for a torn or corrupt checkpoint
+        _store(directory, task).recover(at_ms)  # raises for a torn, corrupt or missing checkpoint of its chain

@@ -69,7 +69,7 @@ class TaskTester:
         results, checkpoint = self.group.advance(watermark_ms)
         self.watermark_ms = max(self.watermark_ms, watermark_ms)
         if checkpoint is not None:
-            self.checkpoints[checkpoint[0]] = checkpoint[1]
+            self.checkpoints[checkpoint.time_ms] = checkpoint.data
         self.results.append(results)
         return results
 

@@ -183,7 +183,7 @@ def test_an_hdfs_uri_is_reached_over_webhdfs_as_the_key_groups_reach_it(hdfs_dir
     # checkpoint, and restores it.
     directory = JobStorage(f"{hdfs_dir.uri}/jobs/count", hdfs_dir.http).directory()
     size, _ = directory.store(3).persist(1000, b"state of key group 3")
-    assert directory.restore(3, 1000) == b"state of key group 3"
+    assert [c.data for c in directory.restore(3, 1000)] == [b"state of key group 3"]
     group = "jobs/count/checkpoints/group-00003"
     assert hdfs_dir.list_names(group) == ["0000000000000000001000.ckpt"]
     assert hdfs_dir.status(f"{group}/0000000000000000001000.ckpt")["length"] == size

@@ -260,7 +260,7 @@ def test_retention_keeps_the_checkpoint_the_state_of_a_replayed_batch_follows(di
     for number in range(15):
         commit(number, batch(checkpointed(directory, 0, 100 * (number + 1))))
         if number:
-            assert directory.store(0).recover(100 * number) == f"0@{100 * number}".encode()
+            assert directory.store(0).read(100 * number).data == f"0@{100 * number}".encode()
 
 
 def test_retention_keeps_the_checkpoints_from_the_restore_point_of_a_generation_begun_by_path_b(directory, make_commit,

@@ -19,10 +19,10 @@ from profiles import examples
 from monoids import Count, Last, Sum, Timestamped
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
-from persistent.runtime.keygroup import Base, KeptCheckpoint
+from persistent.runtime.keygroup import Base, KeptCheckpoint, Taken, whole_every_ms
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
-from state.checkpoint_store import CheckpointStore, decode_record, encode_record
+from state.checkpoint_store import CheckpointStore, Stored, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.fs import LocalFileSystem
 from state.tables import decode_table
@@ -205,7 +205,7 @@ class Relayed(VectorizedCount):
 def test_updates_a_task_makes_as_a_frame_go_to_their_keys_and_times_and_their_results_are_no_windows():
     group = KeyGroup(Relayed(), 100)
     group.apply(pd.DataFrame({"key": ["a", "a"], "timestamp": [10, 20], "value": [("x", 150), ("y", 30)]}))
-    results, (_, checkpoint) = group.advance(100)
+    results, (_, checkpoint, _) = group.advance(100)
     assert results.to_dict("list") == {"key": ["x", "y"], "window_start": [-1, -1], "window_end": [-1, -1],
                                        "value": [1, 1]}
     assert decode_table(checkpoint, Count(), 100).totals()[0].tolist() == ["y"]  # x at 150 is after the checkpoint
@@ -249,7 +249,7 @@ def test_a_group_without_checkpoints_gives_the_same_results_and_no_checkpoint_by
             group.apply(ordered[(ordered["timestamp"] >= watermark - 150) & (ordered["timestamp"] < watermark)])
             outputs[taken].append(group.advance(watermark, checkpoint=taken))
     assert all(checkpoint is None for _, checkpoint in outputs[False])
-    assert [t for _, (t, _) in outputs[True]] == [100, 200, 400, 600]
+    assert [taken.time_ms for _, taken in outputs[True]] == [100, 200, 400, 600]
     for (with_results, _), (without_results, _) in zip(outputs[True], outputs[False]):
         pd.testing.assert_frame_equal(with_results, without_results)
     assert groups[False].encode() == groups[True].encode()
@@ -379,7 +379,7 @@ def test_with_ttl_the_results_do_not_depend_on_how_the_messages_are_batched(mess
     assert run(data.draw(cut_points)) == run(data.draw(cut_points))
 
 
-def _counted_group_and_checkpoint() -> tuple[KeyGroup, tuple[int, bytes]]:
+def _counted_group_and_checkpoint() -> tuple[KeyGroup, Taken]:
     group = KeyGroup(VectorizedCount(), 100)
     group.apply(pd.DataFrame({"key": [f"k{i % 50}" for i in range(400)], "timestamp": list(range(400)),
                               "value": [1] * 400}))
@@ -531,7 +531,7 @@ def test_a_state_that_follows_its_checkpoint_holds_only_the_rows_since_and_decod
     group = KeyGroup(VectorizedCount(), 100)
     group.apply(pd.DataFrame({"key": [f"k{i}" for i in range(2000)], "timestamp": [50] * 1990 + [150] * 10,
                               "value": [1] * 2000}))
-    _, (time_ms, data) = group.advance(120)
+    _, (time_ms, data, _) = group.advance(120)
     written = store.persist(time_ms, data)
     whole = group.encode()
     group.checkpointed(Base(time_ms, written.crc))
@@ -558,9 +558,9 @@ def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_re
     store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
     reads = []
 
-    def checkpoints(time_ms, crc):
+    def checkpoints(time_ms, crc, known):
         reads.append(time_ms)
-        return store.recover(time_ms, crc)
+        return store.recover(time_ms, crc, known)
 
     def decoded(state, kept=None):
         group = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, kept)
@@ -575,7 +575,7 @@ def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_re
     # The checkpoint written again (a rewind, a path-B restart, a rescale): another CRC32, read again.
     group = KeyGroup(VectorizedCount(), 100)
     group.apply(pd.DataFrame({"key": ["other"] * 3, "timestamp": [10, 120, 210], "value": [1] * 3}))
-    _, (time_ms, data) = group.advance(250)
+    _, (time_ms, data, _) = group.advance(250)
     group.checkpointed(Base(time_ms, store.persist(time_ms, data).crc))
     other = group.encode()
     assert decoded(other, kept)[0] == decoded(other)[0] != first
@@ -590,6 +590,51 @@ def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_re
         KeyGroup.decode(WindowSum(), 100, 0, state, checkpoints, kept)
     assert len(reads) == 7
     assert decoded(state, kept)[0] == first and len(reads) == 7  # what was kept stays
+
+
+def test_a_checkpoint_after_a_durable_one_holds_its_changes_and_one_is_whole_every_ten_intervals(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    group, twin = KeyGroup(VectorizedCount(), 100), KeyGroup(VectorizedCount(), 100)  # the twin's are not durable
+    taken, states = [], []
+    for boundary in range(100, 1300, 100):
+        messages = pd.DataFrame({"key": [f"k{boundary % 300}", "every"], "timestamp": [boundary - 50] * 2,
+                                 "value": [1, 1]})
+        for one in (group, twin):
+            one.apply(messages, watermark_ms=boundary - 100)
+        _, checkpoint = group.advance(boundary)
+        twins = twin.advance(boundary)[1]
+        group.checkpointed(Base(boundary, store.persist(*checkpoint).crc))
+        taken.append((checkpoint, twins))
+        states.append(group.encode())
+    assert whole_every_ms(100) == 1000
+    assert [c.base is None for c, _ in taken] == [True] + [False] * 8 + [True, False, False]
+    assert all(t.base is None for _, t in taken)
+    assert len(decode_table(taken[-1][0].data, Count(), 100)) == 2  # the keys it changed, of 4
+    assert len(decode_table(taken[-1][1].data, Count(), 100)) == 4
+
+    reads = []
+
+    def checkpoints(time_ms, crc, known):
+        chain = store.recover(time_ms, crc, known)
+        reads.append([stored.time_ms for stored in chain])
+        return chain
+
+    def totals(table):
+        return dict(zip(*(part.tolist() for part in table.totals())))
+
+    kept = KeptCheckpoint()
+    for (_, twins), state in zip(taken, states):  # a worker serving the group batch after batch
+        decoded = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, kept)
+        assert totals(decoded.table) == totals(decode_table(twins.data, Count(), 100))
+    assert reads == [[time_ms] for time_ms in range(100, 1300, 100)]  # one file each, rolled forward
+    KeyGroup.decode(VectorizedCount(), 100, 0, states[-1], checkpoints)
+    KeyGroup.decode(VectorizedCount(), 100, 0, states[4], checkpoints)
+    assert reads[-2:] == [[1000, 1100, 1200], [100, 200, 300, 400, 500]]
+    restored = KeyGroup.recover(VectorizedCount(), 100, store.recover(1200))
+    assert totals(restored.table) == totals(decode_table(taken[-1][1].data, Count(), 100))
+    assert restored.base == Base(1200, store.read(1200).crc)  # so its next checkpoint holds changes
+    restored.apply(pd.DataFrame({"key": ["every"], "timestamp": [1250], "value": [1]}))
+    assert restored.advance(1300)[1].base == restored.base
 
 
 def test_a_state_that_follows_a_missing_checkpoint_is_an_error_saying_how_to_restart(tmp_path):
@@ -670,7 +715,7 @@ def test_a_per_message_update_folds_the_value_given_whatever_the_monoid_takes_fo
 
 
 def test_a_group_restored_from_a_checkpoint_of_another_time_is_refused():
-    _, (time_ms, data) = _counted_group_and_checkpoint()
+    _, (time_ms, data, _) = _counted_group_and_checkpoint()
     with pytest.raises(CorruptCheckpointError, match=f"checkpoint at 300 holds the state at {time_ms}"):
         KeyGroup.restore(VectorizedCount(), 100, 300, data)
 
@@ -743,7 +788,7 @@ def test_a_state_that_follows_a_checkpoint_reads_the_checkpoint_of_its_time(tmp_
     state = _following_state(store)
     earlier = KeyGroup(VectorizedCount(), 100).advance(100)[1][1]
     with pytest.raises(CorruptCheckpointError, match="checkpoint at 200 holds the state at 100"):
-        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc: earlier)
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc, known: [Stored(time_ms, crc, earlier)])
 
 
 def test_damaged_rows_since_a_checkpoint_are_named_as_the_key_group_state(tmp_path):
@@ -752,4 +797,4 @@ def test_damaged_rows_since_a_checkpoint_are_named_as_the_key_group_state(tmp_pa
     junk = pa.compress(b"not a table", codec="zstd", asbytes=True)
     state = encode_record(200, struct.pack(">IQ", 0, len(b"not a table")) + junk)
     with pytest.raises(CorruptCheckpointError, match="^key group state: "):
-        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc: store.recover(time_ms))
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc, known: store.recover(time_ms))

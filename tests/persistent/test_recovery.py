@@ -38,7 +38,7 @@ def test_fresh_then_path_a_then_path_b(directory):
     assert (restart.path, restart.generation, restart.floor_ms) == (RecoveryPath.FROM_CLOCK, 1, 2000)
     # Restore by reference: the plan names the groups; each reads its own checkpoint.
     assert restart.restored == {0, 1}
-    assert [directory.restore(g, 2000) for g in (0, 1)] == [b"group 0 at 2000", b"group 1 at 2000"]
+    assert [directory.restore(g, 2000)[0].data for g in (0, 1)] == [b"group 0 at 2000", b"group 1 at 2000"]
     # Path A after that restart continues generation 1 and remembers its restore point
     # and restored groups, however often it restarts.
     spark_has_a_query(directory)

@@ -29,7 +29,7 @@ def staged_rescale(directory) -> None:
 def assert_installed(directory) -> None:
     assert directory.fs.list_names(directory.checkpoints) == ["group-00000", "group-00001"]
     assert [directory.store(g).times() for g in (0, 1)] == [[2000], [2000]]
-    assert [directory.restore(g, 2000) for g in (0, 1)] == [b"new group 0", b"new group 1"]
+    assert [directory.restore(g, 2000)[0].data for g in (0, 1)] == [b"new group 0", b"new group 1"]
     record = directory.clock.read()
     assert (record.clock_ms, dict(record.task_clocks)) == (2000, {"group-00000": 2000, "group-00001": 2000})
     assert directory.clock.history() == [record]  # no rewind reaches the old layout

@@ -155,7 +155,7 @@ def test_a_message_at_the_watermark_is_applied_and_one_before_it_is_late(tmp_pat
     report = reports.value[0]
     assert (report.late, report.applied, report.watermark_ms, report.checkpoint_ms) == (2, 1, 100, 100)
     assert totals(out) == {"b": 1}
-    checkpoint = read_table(storage.directory().store(0).recover(100), "checkpoint at 100")
+    checkpoint = read_table(storage.directory().store(0).read(100).data, "checkpoint at 100")
     assert dict(zip(*checkpoint.totals())) == {"a": 1}  # the messages before 100, not the one at 100
 
 
@@ -316,7 +316,7 @@ def test_a_group_crashes_at_its_points_once_its_checkpoint_is_durable_then_once_
 
 
 def test_a_checkpoint_that_cannot_be_written_fails_the_task_saying_how_to_go_on(tmp_path, monkeypatch):
-    def refuse(store, time_ms, data):
+    def refuse(store, time_ms, data, base=None):
         raise StorageError("write", store.path(time_ms), "No space left on device")
 
     monkeypatch.setattr(CheckpointStore, "persist", refuse)

@@ -22,9 +22,19 @@ from pathlib import Path
 from pyspark.find_spark_home import _find_spark_home
 
 from persistent.core.faults import CrashPoint
+from state.checkpoint_store import CheckpointStore
 from state.fs import FileSystem, LocalFileSystem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def checkpoints_of_changes(directory: Path, at_ms: int | None = None) -> int:
+    """How many key group checkpoints in job directory ``directory`` (those at ``at_ms``,
+    if given) hold the changes to an earlier one: a test's runs restored from chains."""
+    fs, root = LocalFileSystem(), str(directory / "checkpoints")
+    stores = [CheckpointStore(fs, root, task) for task in fs.list_names(root)]
+    return sum(store.read(time_ms).base is not None
+               for store in stores for time_ms in store.times() if at_ms in (None, time_ms))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from crash_harness import Crasher
+from crash_harness import Crasher, checkpoints_of_changes
 from persistent.core.faults import CrashPoint
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockStore, verify_clock
@@ -60,6 +60,7 @@ def test_killed_at_every_crash_point_and_at_random_then_path_a(tmp_path):
     assert "recovery path A" in final.log
     assert sink_counts(tmp_path) == EXPECTED, f"seed {crasher.seed}"
     assert_clock_names_durable_checkpoints(tmp_path)
+    assert checkpoints_of_changes(tmp_path / "ck")
 
 
 def test_killed_then_restarted_from_the_clock_path_b(tmp_path):
@@ -72,6 +73,7 @@ def test_killed_then_restarted_from_the_clock_path_b(tmp_path):
     assert restarts_from_clock >= 2 and "recovery path B" in final.log, f"seed {crasher.seed}"
     assert sink_counts(tmp_path) == EXPECTED, f"seed {crasher.seed}"
     assert_clock_names_durable_checkpoints(tmp_path)
+    assert checkpoints_of_changes(tmp_path / "ck")
 
 
 def test_losing_an_executor_mid_query_on_a_local_cluster(tmp_path):

@@ -11,6 +11,7 @@ from functools import partial
 
 import pytest
 
+from crash_harness import checkpoints_of_changes
 from persistent.core.errors import RestartRefusedError
 from persistent.runtime.layout import group_slots, slot_group
 from persistent.runtime.planner import KEY_GROUPS_PER_CORE
@@ -133,8 +134,10 @@ def layout(workdir) -> tuple[int, int]:
 
 def test_rescaling_16_to_5_to_32_key_groups_across_two_path_b_restarts_keeps_counts_and_windows_exact(spark, tmp_path):
     counts, windows, clean = tmp_path / "counts", tmp_path / "windows", tmp_path / "clean"
-    count_job(counts, 2_000, "--key-groups", "16").run(spark)
+    first = count_job(counts, 2_500, "--key-groups", "16").run(spark)
     window_job(windows, 6_000, "--key-groups", "16").run(spark)
+    # The first rescale reads chains: the checkpoints at the clock hold changes.
+    assert checkpoints_of_changes(counts / "ck", first.directory.clock.read().clock_ms) == 16
     for total, groups in [(4_000, 5), (6_000, 32)]:
         for workdir in (counts, windows):
             shutil.rmtree(workdir / "ck" / "spark")

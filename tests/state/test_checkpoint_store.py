@@ -11,6 +11,7 @@ from state.checkpoint_store import (
     FORMAT_VERSION,
     MAGIC,
     CheckpointStore,
+    Stored,
     check_time_ms,
     decode_record,
     describe_times,
@@ -82,7 +83,7 @@ def test_persisted_checkpoint_recovers_the_same_bytes(store: CheckpointStore) ->
     for timestamp_ms, data in payloads.items():
         store.persist(timestamp_ms, data)
     reopened = CheckpointStore(store.fs, store.directory.rsplit("/", 1)[0], TASK)
-    assert {t: reopened.recover(t) for t in payloads} == payloads
+    assert {t: reopened.read(t).data for t in payloads} == payloads
 
 
 def test_file_names_encode_the_zero_padded_time(store: CheckpointStore) -> None:
@@ -106,7 +107,7 @@ def test_persisting_the_same_time_again_overwrites(store: CheckpointStore) -> No
     store.persist(10, b"first attempt")
     store.persist(10, b"replay")
     assert store.times() == [10]
-    assert store.recover(10) == b"replay"
+    assert store.read(10).data == b"replay"
 
 
 def test_a_checkpoint_is_recovered_by_the_crc32_persist_wrote_it_with_and_no_other(store: CheckpointStore) -> None:
@@ -114,7 +115,7 @@ def test_a_checkpoint_is_recovered_by_the_crc32_persist_wrote_it_with_and_no_oth
     raw = store.fs.read_bytes(store.path(10))
     # The file's size, and the unsigned CRC32 of its header (this one has its high bit set).
     assert written == (len(raw), struct.unpack_from(">I", raw, 22)[0]) and written.crc >= 2**31
-    assert store.recover(10, written.crc) == b"first attempt"
+    assert store.read(10, written.crc).data == b"first attempt"
     store.persist(10, b"written again")
     with pytest.raises(CorruptCheckpointError, match=f"holds another checkpoint .* not {written.crc}") as raised:
         store.recover(10, written.crc)
@@ -143,6 +144,62 @@ def test_retain_always_keeps_the_newest_checkpoint(store: CheckpointStore) -> No
         store.persist(timestamp_ms, b"x")
     store.retain(1_000)
     assert store.times() == [20]
+
+
+def _chain(store: CheckpointStore, times: list[int]) -> list[Stored]:
+    """Checkpoints at ``times``: the first whole, each later one the changes to the one before."""
+    base = None
+    for timestamp_ms in times:
+        written = store.persist(timestamp_ms, f"at {timestamp_ms}".encode(), base)
+        base = (timestamp_ms, written.crc)
+    return [store.read(timestamp_ms) for timestamp_ms in times]
+
+
+def test_a_checkpoint_of_changes_is_recovered_with_its_chain_from_the_whole_one(store: CheckpointStore) -> None:
+    stored = _chain(store, [10, 20, 30])
+    assert [(s.data, s.base) for s in stored] == [
+        (b"at 10", None), (b"at 20", (10, stored[0].crc)), (b"at 30", (20, stored[1].crc))]
+    assert store.recover(30) == stored
+    assert store.recover(20, stored[1].crc) == stored[:2]
+    assert store.recover(30, known=(10, stored[0].crc)) == stored[1:]  # the changes after the one held
+    assert store.recover(30, known=(10, stored[0].crc + 1)) == stored  # another checkpoint at 10: read all
+    assert store.recover(10, known=(10, stored[0].crc)) == stored[:1]
+
+
+def test_a_chain_with_a_link_written_again_or_missing_is_refused(store: CheckpointStore) -> None:
+    _chain(store, [10, 20, 30])
+    store.persist(20, b"written again")
+    with pytest.raises(CorruptCheckpointError, match="holds another checkpoint than the one expected") as raised:
+        store.recover(30)
+    assert "The checkpoint at 30 ms holds the changes to the one at 20 ms." in raised.value.__notes__
+    store.delete_after(10)
+    _chain(store, [20, 30, 40])
+    store.fs.delete(store.path(20))
+    with pytest.raises(MissingCheckpointError, match="no checkpoint at 20 ms"):
+        store.recover(40)
+
+
+def test_changes_must_follow_an_earlier_checkpoint_and_be_of_a_known_frame(store: CheckpointStore) -> None:
+    with pytest.raises(StateValueError, match="cannot change a later one"):
+        store.persist(20, b"x", (20, 0))
+    store.fs.write_atomic(store.path(30), encode_record(30, struct.pack(">4sHqI", b"PCHG", 9, 10, 0) + b"x"))
+    with pytest.raises(CorruptCheckpointError, match="changes of format 9 on a checkpoint at 10 ms"):
+        store.read(30)
+    store.fs.write_atomic(store.path(30), encode_record(30, b"PCHG\x00"))
+    with pytest.raises(CorruptCheckpointError, match="its changes frame is torn"):
+        store.read(30)
+
+
+def test_retain_keeps_the_chains_of_the_checkpoints_it_keeps(store: CheckpointStore) -> None:
+    _chain(store, [10, 20])
+    _chain(store, [40, 50, 60])  # a whole one at 40, the first multiple of 40
+    store.retain(55, whole_every_ms=40)
+    assert store.times() == [40, 50, 60]
+    store.retain(1_000, whole_every_ms=40)  # only the newest is kept, with its chain
+    assert store.times() == [40, 50, 60]
+    assert [s.time_ms for s in store.recover(60)] == [40, 50, 60]
+    store.retain(60)  # without a promise, as before: what is older goes
+    assert store.times() == [60]
 
 
 def test_delete_after_drops_checkpoints_newer_than_the_rewind_point(store: CheckpointStore) -> None:
@@ -266,7 +323,7 @@ def test_record_helpers_round_trip_and_name_the_source_when_corrupt() -> None:
 
 def test_numpy_integer_times_are_accepted_as_ints(store: CheckpointStore) -> None:
     store.persist(np.int64(10), b"x")
-    assert store.times() == [10] and store.recover(np.int64(10)) == b"x"
+    assert store.times() == [10] and store.read(np.int64(10)).data == b"x"
     for edge in (0, 2**63 - 1):
         assert check_time_ms(np.int64(edge)) == check_time_ms(edge) == edge
 

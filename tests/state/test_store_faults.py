@@ -43,7 +43,7 @@ class Job:
         record = self.clock.read()
         assert record.clock_ms == time_ms
         verify_clock(record, self.store)
-        assert {task: self.store(task).recover(time_ms) for task in TASKS} == {
+        assert {task: self.store(task).read(time_ms).data for task in TASKS} == {
             task: state(task, time_ms) for task in TASKS
         }
 

@@ -90,7 +90,7 @@ class StoresMachine(RuleBasedStateMachine):
         restart_ms = self.clock[0] if self.clock else 0
         self.progress_ms = dict.fromkeys(TASKS, restart_ms)
         for task, held in self.durable.items():
-            assert {t: self.checkpoints[task].recover(t) for t in self.checkpoints[task].times()} == held
+            assert {t: self.checkpoints[task].read(t).data for t in self.checkpoints[task].times()} == held
 
     @rule(tasks=st.sets(st.sampled_from(TASKS), min_size=1))
     def persist_next_checkpoints(self, tasks: set[str]) -> None:

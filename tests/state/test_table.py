@@ -522,6 +522,63 @@ def test_a_chain_of_checkpoints_recovers_from_any_of_them(messages, steps, data)
             assert totals(again) == totals(first), u
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(messages_strategy, st.lists(st.integers(1, 4), min_size=2, max_size=5), st.data())
+def test_checkpoints_as_changes_rolled_forward_equal_the_whole_checkpoints(messages, steps, data):
+    """A table that checkpoints its changes, and a twin that checkpoints whole, over the
+    same messages and boundaries: the first whole checkpoint rolled forward by each
+    later changes is each later whole checkpoint, rows and counters; the changes hold
+    only the keys with messages between the two checkpoints."""
+    times = (np.cumsum(steps) * INTERVAL).tolist()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(messages)), min_size=len(times), max_size=len(times))))
+    batches = data.draw(st.lists(st.integers(1, 20), max_size=6), label="batches")
+    changing, whole = table_of(), table_of()
+    position, rolled = 0, None
+    for t, cut in zip(times, cuts):
+        for table in (changing, whole):
+            apply(table, messages[position:cut], batches)
+        changed = {m[0] for m in messages[:cut] if rolled is not None and rolled.checkpoint_ms <= m[1] < t}
+        position = cut
+        expected = decode_table(whole.checkpoint(t), Sum(), INTERVAL)
+        if rolled is None:
+            rolled = decode_table(changing.checkpoint(t), Sum(), INTERVAL)
+        else:
+            changes = decode_table(changing.checkpoint_changes(t), Sum(), INTERVAL)
+            assert set(changes.keys.tolist()) == changed
+            rolled.roll_forward(changes)
+        assert rows(rolled) == rows(expected)
+        assert (rolled.checkpoint_ms, rolled.emitted_ms, rolled.late_count) == (
+            expected.checkpoint_ms, expected.emitted_ms, expected.late_count)
+
+
+def test_changes_roll_forward_only_the_checkpoint_they_were_taken_on():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 150, 2)])
+    first = decode_table(table.checkpoint(100), Sum(), INTERVAL)
+    apply(table, [("c", 210, 3)])
+    changes = decode_table(table.checkpoint_changes(200), Sum(), INTERVAL)
+    with pytest.raises(CorruptCheckpointError, match="checkpoint at 200 ms do not follow the checkpoint at 300"):
+        decode_table(table.checkpoint(300), Sum(), INTERVAL).roll_forward(changes)
+    live = table_of()
+    apply(live, [("a", 10, 1), ("z", 150, 1)])
+    with pytest.raises(CorruptCheckpointError, match="do not follow"):
+        live.roll_forward(changes)  # a live table, with rows after its checkpoint
+    first.roll_forward(changes)
+    assert totals(first) == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("made", [
+    lambda: KeyedTable(Sum(), INTERVAL, Window(200)),
+    lambda: KeyedTable(Sum(), INTERVAL, ttl_ms=500),
+    lambda: SessionTable(Sum(), INTERVAL, SessionWindow(300)),
+], ids=["window", "ttl", "sessions"])
+def test_tables_with_windows_or_a_time_to_live_checkpoint_whole(made):
+    table = made()
+    assert not table.keeps_changes
+    with pytest.raises(StateValueError, match="checkpoints whole"):
+        table.checkpoint_changes(100)
+
+
 # -- encoding ------------------------------------------------------------------------
 
 
