@@ -46,7 +46,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from persistent.core.badrecords import BadRecordError, BadRecords
@@ -107,8 +107,10 @@ class Commit:
     #: for a source that needs no record of it.
     rewind_positions: Callable[[int], dict[str, dict[str, int]]] | None = None
     #: No chain of a key group's checkpoints crosses a multiple of this
-    #: (``persistent.runtime.keygroup.whole_every_ms``); None: every checkpoint is whole.
-    whole_every_ms: int | None = None
+    #: (``persistent.runtime.keygroup.whole_every_ms``), which retention keeps; None:
+    #: every checkpoint is whole. Always named: retention that is not told would break
+    #: the chains it keeps.
+    whole_every_ms: int | None = field(kw_only=True)
 
     @property
     def sink_computes(self) -> bool:

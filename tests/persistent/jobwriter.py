@@ -25,6 +25,7 @@ from monoids import Count, Sum
 from persistent import PersistentTask
 from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.runtime.commit import Commit
+from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.stateful import RESULT_COLUMNS, group_function
 from persistent.sinks.base import BatchId, Sink
@@ -68,7 +69,8 @@ class JobWriter:
         self.sink = KeptResults()
         self.batches = 0
         recovery = plan(self.directory, groups)  # a fresh start, as Job.start plans it
-        self.commit = Commit(self.directory, recovery, self.sink, windowed=isinstance(task.state_spec(), WindowState))
+        self.commit = Commit(self.directory, recovery, self.sink, windowed=isinstance(task.state_spec(), WindowState),
+                             whole_every_ms=whole_every_ms(interval_ms))
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
         self.reports = Accumulator()
         self.run_group = group_function(task, interval_ms, recovery, checkpoints=True, mode=BadRecords.FAIL,

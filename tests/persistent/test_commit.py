@@ -18,12 +18,13 @@ from persistent.runtime.delivery import Delivery
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
 from persistent.runtime.recovery import Recovery, RecoveryPath
-from persistent.storage.job_directory import JobDirectory, task_name
+from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from persistent.storage.records import DeliveryPosition, RewindPositions
+from state.clock_store import verify_clock
 from state.errors import ClockError
 from state.fs import LocalFileSystem
 
-from jobwriter import CommitTime
+from jobwriter import CommitTime, Counting, JobWriter
 
 FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=2)
 
@@ -93,7 +94,7 @@ def events():
 def make_commit(directory, events):
     def make(reads_once: bool = False, **settings) -> Commit:
         sink = RecordingSink(events, directory, reads_once)
-        return Commit(directory, settings.pop("recovery", FRESH), sink, False, **settings)
+        return Commit(directory, settings.pop("recovery", FRESH), sink, False, whole_every_ms=None, **settings)
 
     return make
 
@@ -335,7 +336,8 @@ def test_the_sink_is_told_that_the_results_are_windows(directory, events, batch,
         def append(self, results, batch, windowed):
             told.append(windowed)
 
-    commit = Commit(directory, FRESH, WindowsSink(events, directory, reads_once), True, delivery=delivery)
+    commit = Commit(directory, FRESH, WindowsSink(events, directory, reads_once), True, delivery=delivery,
+                    whole_every_ms=None)
     commit(0, batch(report(0)))
     assert told == [True]
 
@@ -397,3 +399,18 @@ def test_the_rewind_positions_of_each_new_clock_are_recorded_before_it_and_kept_
     assert oldest_ms > 200
     assert directory.read_rewind_positions(oldest_ms - 100) is None
     assert directory.read_rewind_positions(oldest_ms).offsets == {"topic": {"0": oldest_ms // 10}}
+
+
+def test_retention_keeps_the_chain_of_every_clock_a_rewind_may_choose(tmp_path):
+    """Twenty-five micro-batches, each past a checkpoint boundary: most checkpoints hold
+    the changes to the one before, and every clock in the history still restores."""
+    writer = JobWriter(str(tmp_path / "job"), Counting())
+    for step in range(25):
+        writer.batch([(f"k{step % 7}", step * 100 + 50, 1), ("every", step * 100 + 60, 1)])
+    directory = writer.directory
+    history = directory.clock.history()
+    assert len(history) == 10 and history[0].clock_ms == 1400
+    for record in history:
+        verify_clock(record, lambda task: directory.store(task_index(task)))
+    changes = [directory.store(g).read(t).base is not None for g in directory.groups() for t in directory.store(g).times()]
+    assert sum(changes) > len(changes) / 2
