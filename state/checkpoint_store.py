@@ -14,7 +14,14 @@ payload, so a flipped bit anywhere is detected. ``encode_record`` and
 A checkpoint's payload is the state at ``T`` whole, or its *changes*: what a
 checkpoint before it (its *base*) needs to become this one, framed as::
 
-    magic b"PCHG" | frame version u16 | base timestamp ms i64 | base record's crc32 u32 | changes
+    magic b"PCHG" | frame version u16 | base timestamp ms i64 | base record's crc32 u32 | data
+
+and its data are compressed with zstd, framed as::
+
+    magic b"PZST" | frame version u16 | data length u64 | compressed data
+
+(the record's CRC32 checks the compressed bytes before zstd reads them; data of
+records written before are read as they are).
 
 so a checkpoint is read as a chain (``recover``): a whole one, then the changes of
 each checkpoint after it, every link checked against the CRC32 its successor names.
@@ -32,6 +39,8 @@ import re
 import struct
 import zlib
 from typing import NamedTuple
+
+import pyarrow as pa
 
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
 from state.fs import FileSystem
@@ -63,6 +72,10 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 _CHANGES_MAGIC = b"PCHG"
 _CHANGES_VERSION = 1
 _CHANGES = struct.Struct(">4sHqI")  # magic, version, base timestamp ms, base record's crc32
+_COMPRESSED_MAGIC = b"PZST"
+_COMPRESSED_VERSION = 1
+_COMPRESSED = struct.Struct(">4sHQ")  # magic, version, length of the data
+_CODEC = "zstd"
 
 
 def check_time_ms(timestamp_ms: object, what: str = "timestamp_ms") -> int:
@@ -82,12 +95,16 @@ def _crc(header_prefix: bytes, payload: bytes) -> int:
     return zlib.crc32(payload, zlib.crc32(header_prefix))
 
 
+def _check_bytes(data: object) -> bytes:
+    if not isinstance(data, _BYTES_LIKE):
+        raise StateTypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
+    return data
+
+
 def encode_record(timestamp_ms: int, data: bytes) -> bytes:
     """The record holding ``data`` stamped with ``timestamp_ms``."""
     timestamp_ms = check_time_ms(timestamp_ms)
-    if not isinstance(data, _BYTES_LIKE):
-        raise StateTypeError(f"checkpoint data must be bytes, got {type(data).__name__}")
-    payload = bytes(data)
+    payload = bytes(_check_bytes(data))
     prefix = _HEADER.pack(MAGIC, FORMAT_VERSION, timestamp_ms, len(payload), 0)[:_CRC_OFFSET]
     return prefix + struct.pack(">I", _crc(prefix, payload)) + payload
 
@@ -118,6 +135,27 @@ def decode_record(raw: bytes, where: str, remedy: str = _RESTORE_OLDER) -> tuple
     if _crc(raw[:_CRC_OFFSET], payload) != crc:
         raise corrupt("checksum mismatch (bytes changed after writing)")
     return timestamp_ms, payload
+
+
+def _decompressed(view: memoryview, path: str) -> bytes:
+    """The data a checkpoint's payload holds (after its changes frame, if any):
+    decompressed, or as they are in a record written before compression."""
+    if view[:len(_COMPRESSED_MAGIC)] != _COMPRESSED_MAGIC:
+        return bytes(view)
+    if len(view) < _COMPRESSED.size:
+        raise CorruptCheckpointError(f"corrupt record {path}: its compressed frame is torn; {_RESTORE_OLDER}", path)
+    _, version, size = _COMPRESSED.unpack_from(view)
+    if version != _COMPRESSED_VERSION:
+        raise CorruptCheckpointError(
+            f"corrupt record {path}: compressed data of format {version} (this code reads format "
+            f"{_COMPRESSED_VERSION}); {_RESTORE_OLDER}", path
+        )
+    try:
+        return pa.decompress(view[_COMPRESSED.size:], decompressed_size=size, codec=_CODEC, asbytes=True)
+    except (OSError, ValueError, OverflowError, MemoryError) as exc:  # the last two: a damaged size
+        raise CorruptCheckpointError(
+            f"corrupt record {path}: its {_CODEC} data do not decompress ({exc}); {_RESTORE_OLDER}", path
+        ) from exc
 
 
 def _record_crc(record: bytes) -> int:
@@ -171,6 +209,7 @@ class CheckpointStore:
         """Durably stores ``data`` as the checkpoint at ``timestamp_ms``, replacing any there;
         returns its file's size and CRC32. With ``base``, ``(time_ms, crc)`` of an older
         checkpoint of this store, ``data`` are the changes that make that one this one.
+        The file holds ``data`` compressed (zstd); ``read`` returns them as given.
 
         Replays after a restart persist the same times again; they overwrite.
         """
@@ -178,8 +217,12 @@ class CheckpointStore:
             base_ms, base_crc = base
             if check_time_ms(base_ms, "base time") >= timestamp_ms:
                 raise StateValueError(f"the checkpoint at {timestamp_ms} ms cannot change a later one ({base_ms} ms)")
-            data = _CHANGES.pack(_CHANGES_MAGIC, _CHANGES_VERSION, base_ms, base_crc) + data
-        record = encode_record(timestamp_ms, data)
+        data = _check_bytes(data)
+        framed = _COMPRESSED.pack(_COMPRESSED_MAGIC, _COMPRESSED_VERSION, len(data)) + pa.compress(
+            data, codec=_CODEC, asbytes=True)
+        if base is not None:
+            framed = _CHANGES.pack(_CHANGES_MAGIC, _CHANGES_VERSION, base_ms, base_crc) + framed
+        record = encode_record(timestamp_ms, framed)
         self.fs.write_atomic(self.path(timestamp_ms), record)
         return Written(len(record), _record_crc(record))
 
@@ -213,17 +256,19 @@ class CheckpointStore:
                 f"{path} holds another checkpoint than the one expected: its CRC32 is {found_crc}, "
                 f"not {crc} (written again since?)", path
             )
-        if data[:len(_CHANGES_MAGIC)] != _CHANGES_MAGIC:
-            return Stored(timestamp_ms, found_crc, data)
-        if len(data) < _CHANGES.size:
-            raise CorruptCheckpointError(f"corrupt record {path}: its changes frame is torn; {_RESTORE_OLDER}", path)
-        _, version, base_ms, base_crc = _CHANGES.unpack_from(data)
-        if version != _CHANGES_VERSION or not 0 <= base_ms < timestamp_ms:
-            raise CorruptCheckpointError(
-                f"corrupt record {path}: changes of format {version} on a checkpoint at {base_ms} ms "
-                f"(this code reads format {_CHANGES_VERSION}, on an earlier checkpoint); {_RESTORE_OLDER}", path
-            )
-        return Stored(timestamp_ms, found_crc, data[_CHANGES.size:], (base_ms, base_crc))
+        view, base = memoryview(data), None
+        if view[:len(_CHANGES_MAGIC)] == _CHANGES_MAGIC:
+            if len(view) < _CHANGES.size:
+                raise CorruptCheckpointError(f"corrupt record {path}: its changes frame is torn; {_RESTORE_OLDER}",
+                                             path)
+            _, version, base_ms, base_crc = _CHANGES.unpack_from(view)
+            if version != _CHANGES_VERSION or not 0 <= base_ms < timestamp_ms:
+                raise CorruptCheckpointError(
+                    f"corrupt record {path}: changes of format {version} on a checkpoint at {base_ms} ms "
+                    f"(this code reads format {_CHANGES_VERSION}, on an earlier checkpoint); {_RESTORE_OLDER}", path
+                )
+            view, base = view[_CHANGES.size:], (base_ms, base_crc)
+        return Stored(timestamp_ms, found_crc, _decompressed(view, path), base)
 
     def recover(self, timestamp_ms: int, crc: int | None = None, known: tuple[int, int] | None = None) -> list[Stored]:
         """The chain of the checkpoint at exactly ``timestamp_ms`` (with ``crc``, the one

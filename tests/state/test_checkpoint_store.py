@@ -111,11 +111,11 @@ def test_persisting_the_same_time_again_overwrites(store: CheckpointStore) -> No
 
 
 def test_a_checkpoint_is_recovered_by_the_crc32_persist_wrote_it_with_and_no_other(store: CheckpointStore) -> None:
-    written = store.persist(10, b"first attempt")
+    written = store.persist(10, b"first attempt!")
     raw = store.fs.read_bytes(store.path(10))
     # The file's size, and the unsigned CRC32 of its header (this one has its high bit set).
     assert written == (len(raw), struct.unpack_from(">I", raw, 22)[0]) and written.crc >= 2**31
-    assert store.read(10, written.crc).data == b"first attempt"
+    assert store.read(10, written.crc).data == b"first attempt!"
     store.persist(10, b"written again")
     with pytest.raises(CorruptCheckpointError, match=f"holds another checkpoint .* not {written.crc}") as raised:
         store.recover(10, written.crc)
@@ -200,6 +200,25 @@ def test_retain_keeps_the_chains_of_the_checkpoints_it_keeps(store: CheckpointSt
     assert [s.time_ms for s in store.recover(60)] == [40, 50, 60]
     store.retain(60)  # without a promise, as before: what is older goes
     assert store.times() == [60]
+
+
+def test_a_checkpoints_data_is_stored_compressed_and_read_back_as_written(store: CheckpointStore) -> None:
+    data = b"".join(f"key-{i % 500:05d}".encode() for i in range(20_000))
+    written = store.persist(10, data)
+    changes = store.persist(20, data[:1000], (10, written.crc))
+    assert written.size < len(data) / 10 and changes.size < 1000
+    assert store.read(10).data == data and store.read(20).data == data[:1000]
+    store.fs.write_atomic(store.path(30), encode_record(30, b"earlier, uncompressed"))
+    assert store.read(30).data == b"earlier, uncompressed"
+
+
+def test_compressed_data_that_does_not_decompress_is_corrupt(store: CheckpointStore) -> None:
+    store.fs.write_atomic(store.path(10), encode_record(10, struct.pack(">4sHQ", b"PZST", 1, 99) + b"not zstd"))
+    with pytest.raises(CorruptCheckpointError, match="do not decompress"):
+        store.read(10)
+    store.fs.write_atomic(store.path(10), encode_record(10, struct.pack(">4sHQ", b"PZST", 2, 99) + b"zstd?"))
+    with pytest.raises(CorruptCheckpointError, match="compressed data of format 2"):
+        store.read(10)
 
 
 def test_delete_after_drops_checkpoints_newer_than_the_rewind_point(store: CheckpointStore) -> None:
