@@ -43,7 +43,8 @@ class RunResult:
     peak_driver_mb: float | None = None
     peak_worker_mb: float | None = None
     checkpoint_bytes_per_batch: float | None = None
-    #: Bytes on disk by part of the checkpoint directory (``spark``, ``checkpoints``, ``clock``, ...).
+    #: Bytes on disk by part of the checkpoint directory (``spark``, ``checkpoints``, ``clock``, ...);
+    #: for this project's jobs, ``checkpoints`` counts every checkpoint the key groups wrote.
     checkpoint_bytes: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     ratio: float | None = None

@@ -109,11 +109,17 @@ class SparkRuns:
             result.wall_s = time.monotonic() - started
         return self._finish(result, batches_of(query), memory, str(checkpoint))
 
-    def _finish(self, result: RunResult, batches, memory: MemorySampler, checkpoint: str) -> RunResult:
+    def _finish(self, result: RunResult, batches, memory: MemorySampler, checkpoint: str,
+                written: int | None = None) -> RunResult:
+        """With ``written``, the bytes of the key groups' checkpoints a job wrote: its
+        retention deletes older ones, while Spark keeps its state store's files of every
+        batch of a run (``minBatchesToRetain``, 100)."""
         summarize(result, batches)
         result.peak_driver_mb, result.peak_worker_mb = memory.driver_mb, memory.workers_mb
         result.cpu_s = memory.cpu_s
         result.checkpoint_bytes = directory_bytes(checkpoint)
+        if written is not None:
+            result.checkpoint_bytes["checkpoints"] = written
         with_rows = sum(1 for b in batches if b.rows)
         result.checkpoint_bytes_per_batch = sum(result.checkpoint_bytes.values()) / max(with_rows, 1)
         return result
@@ -179,11 +185,13 @@ class SparkRuns:
         """Runs ``job``; without ``checkpoints``, its key groups take none and no clock
         is kept (``Plan``): what checkpoints cost is the difference."""
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
+        written: list[int] = []
+        job = replace(job, on_progress=lambda progress: written.append(progress.checkpoint_bytes))
         with MemorySampler(self.spark) as memory:
             started = time.monotonic()
             running = Plan.of(job, checkpoints).run(self.spark)
             result.wall_s = time.monotonic() - started
-        return self._finish(result, batches_of(running.query), memory, job.checkpoint_dir)
+        return self._finish(result, batches_of(running.query), memory, job.checkpoint_dir, sum(written))
 
     def warm_up(self, dataset: Dataset, files: int = 4) -> None:
         """Runs the vectorized job over the first ``files`` files, unrecorded. The first
