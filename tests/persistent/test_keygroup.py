@@ -630,6 +630,8 @@ def test_a_checkpoint_after_a_durable_one_holds_its_changes_and_one_is_whole_eve
     KeyGroup.decode(VectorizedCount(), 100, 0, states[-1], checkpoints)
     KeyGroup.decode(VectorizedCount(), 100, 0, states[4], checkpoints)
     assert reads[-2:] == [[1000, 1100, 1200], [100, 200, 300, 400, 500]]
+    with pytest.raises(CorruptCheckpointError, match="^key group checkpoint at 1100 ms: "):
+        KeyGroup.recover(VectorizedCount(), 100, [*store.recover(1000), Stored(1100, 0, b"junk", (1000, 0))])
     restored = KeyGroup.recover(VectorizedCount(), 100, store.recover(1200))
     assert totals(restored.table) == totals(decode_table(taken[-1][1].data, Count(), 100))
     assert restored.base == Base(1200, store.read(1200).crc)  # so its next checkpoint holds changes
@@ -720,10 +722,15 @@ def test_a_group_restored_from_a_checkpoint_of_another_time_is_refused():
         KeyGroup.restore(VectorizedCount(), 100, 300, data)
 
 
+def _empty_checkpoint_at(time_ms: int) -> bytes:
+    return KeyGroup(VectorizedCount(), 100).advance(time_ms)[1].data
+
+
 @pytest.mark.parametrize("made", [
     lambda: KeyGroup.decode(VectorizedCount(), 100, 300, _counted_group().encode()),
-    lambda: KeyGroup.restore(VectorizedCount(), 100, 300, KeyGroup(VectorizedCount(), 100).advance(300)[1][1]),
-], ids=["decoded", "restored"])
+    lambda: KeyGroup.restore(VectorizedCount(), 100, 300, _empty_checkpoint_at(300)),
+    lambda: KeyGroup.recover(VectorizedCount(), 100, [Stored(300, 0, _empty_checkpoint_at(300))]),
+], ids=["decoded", "restored", "recovered"])
 def test_a_group_drops_the_messages_before_its_restore_point_as_replayed(made):
     group = made()
     applied = group.apply(pd.DataFrame({"key": ["a", "b", "c"], "timestamp": [0, 250, 300], "value": [1, 1, 1]}))

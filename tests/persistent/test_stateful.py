@@ -316,6 +316,25 @@ def test_a_group_crashes_at_its_points_once_its_checkpoint_is_durable_then_once_
     assert reached == [(CrashPoint.CHECKPOINTS, [100], False), (CrashPoint.GROUP, [100], True)]
 
 
+def test_a_groups_checkpoints_after_its_first_hold_changes_and_read_back_as_its_state_at_their_times(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, _ = key_group(storage)
+    state, sent = GroupState(watermark_ms=0), []
+    for watermark_ms, keys, time_ms in [(0, ["a", "b"], 50), (120, ["a", "c"], 150), (220, ["c"], 250),
+                                        (320, ["d"], 330)]:
+        state.watermark_ms = watermark_ms
+        list(run_group((0,), iter([rows(keys, time_ms)]), state))
+        sent += [(key, time_ms) for key in keys]
+    store = storage.directory().store(0)
+    stored = [store.read(time_ms) for time_ms in store.times()]
+    assert [s.time_ms for s in stored] == [100, 200, 300]
+    assert [s.base for s in stored] == [None, (100, stored[0].crc), (200, stored[1].crc)]
+    for checkpoint in stored:
+        table = VectorizedCount().state_spec().restore(100, store.recover(checkpoint.time_ms))
+        counted = {key: sum(1 for k, t in sent if k == key and t < checkpoint.time_ms) for key, _ in sent}
+        assert dict(zip(*(part.tolist() for part in table.totals()))) == {k: n for k, n in counted.items() if n}
+
+
 def test_a_checkpoint_that_cannot_be_written_fails_the_task_saying_how_to_go_on(tmp_path, monkeypatch):
     def refuse(store, time_ms, data, base=None):
         raise StorageError("write", store.path(time_ms), "No space left on device")

@@ -140,10 +140,10 @@ def test_retain_deletes_older_checkpoints_and_keeps_the_rest(store: CheckpointSt
 
 
 def test_retain_always_keeps_the_newest_checkpoint(store: CheckpointStore) -> None:
-    for timestamp_ms in (10, 20):
+    for timestamp_ms in (10, 20, 30):
         store.persist(timestamp_ms, b"x")
     store.retain(1_000)
-    assert store.times() == [20]
+    assert store.times() == [30]
 
 
 def _chain(store: CheckpointStore, times: list[int]) -> list[Stored]:
@@ -335,6 +335,7 @@ def test_record_helpers_round_trip_and_name_the_source_when_corrupt() -> None:
     raw = encode_record(42, b"payload")
     assert raw.startswith(MAGIC)
     assert decode_record(raw, "somewhere") == (42, b"payload")
+    assert decode_record(encode_record(7, b""), "somewhere") == (7, b"")  # a header alone holds no data
     with pytest.raises(CorruptCheckpointError, match="corrupt record somewhere: .*; do this") as caught:
         decode_record(raw[:-1], "somewhere", "do this")
     assert isinstance(caught.value, OSError)

@@ -563,8 +563,30 @@ def test_changes_roll_forward_only_the_checkpoint_they_were_taken_on():
     apply(live, [("a", 10, 1), ("z", 150, 1)])
     with pytest.raises(CorruptCheckpointError, match="do not follow"):
         live.roll_forward(changes)  # a live table, with rows after its checkpoint
+    with pytest.raises(CorruptCheckpointError, match="at 200 ms do not follow the checkpoint at 200 ms"):
+        changes.copy().roll_forward(changes)  # the same time
+    later = table_of()
+    apply(later, [("x", 10, 1), ("y", 450, 1)])
+    later.checkpoint(400)
+    with pytest.raises(CorruptCheckpointError, match="at 400 ms do not follow the checkpoint at 100"):
+        first.copy().roll_forward(decode_table(later.encode(), Sum(), INTERVAL))  # y's row is after 400
     first.roll_forward(changes)
     assert totals(first) == {"a": 1, "b": 2}
+
+
+def test_the_changes_hold_the_keys_with_messages_between_the_two_checkpoints_only():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 1)])
+    checkpoint = decode_table(table.checkpoint(100), Sum(), INTERVAL)
+    apply(table, [("a", 150, 1), ("b", 250, 1), ("c", 260, 1)])  # b and c after the next checkpoint
+    changes = decode_table(table.checkpoint_changes(200), Sum(), INTERVAL)
+    assert changes.keys.tolist() == ["a"]
+    checkpoint.roll_forward(changes)
+    assert totals(checkpoint) == {"a": 2, "b": 1}
+    # A checkpoint rolled forward is a table like any decoded one: it takes updates and
+    # says which keys they touched.
+    apply(checkpoint, [("b", 210, 5), ("d", 220, 1)])
+    assert dict(zip(*(part.tolist() for part in checkpoint.take_touched_totals()))) == {"b": 6, "d": 1}
 
 
 @pytest.mark.parametrize("made", [
@@ -575,7 +597,7 @@ def test_changes_roll_forward_only_the_checkpoint_they_were_taken_on():
 def test_tables_with_windows_or_a_time_to_live_checkpoint_whole(made):
     table = made()
     assert not table.keeps_changes
-    with pytest.raises(StateValueError, match="checkpoints whole"):
+    with pytest.raises(StateValueError, match="^a table with a window or a ttl_ms checkpoints whole$"):
         table.checkpoint_changes(100)
 
 
