@@ -142,7 +142,7 @@ def _decompressed(view: memoryview, path: str) -> bytes:
     decompressed, or as they are in a record written before compression."""
     if view[:len(_COMPRESSED_MAGIC)] != _COMPRESSED_MAGIC:
         return bytes(view)
-    if len(view) < _COMPRESSED.size:
+    if len(view) <= _COMPRESSED.size:
         raise CorruptCheckpointError(f"corrupt record {path}: its compressed frame is torn; {_RESTORE_OLDER}", path)
     _, version, size = _COMPRESSED.unpack_from(view)
     if version != _COMPRESSED_VERSION:
@@ -258,7 +258,7 @@ class CheckpointStore:
             )
         view, base = memoryview(data), None
         if view[:len(_CHANGES_MAGIC)] == _CHANGES_MAGIC:
-            if len(view) < _CHANGES.size:
+            if len(view) <= _CHANGES.size:
                 raise CorruptCheckpointError(f"corrupt record {path}: its changes frame is torn; {_RESTORE_OLDER}",
                                              path)
             _, version, base_ms, base_crc = _CHANGES.unpack_from(view)

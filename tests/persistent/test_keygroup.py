@@ -798,6 +798,15 @@ def test_a_state_that_follows_a_checkpoint_reads_the_checkpoint_of_its_time(tmp_
         KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc, known: [Stored(time_ms, crc, earlier)])
 
 
+@pytest.mark.parametrize("kept", [None, KeptCheckpoint()], ids=["read", "kept"])
+def test_a_damaged_checkpoint_a_state_follows_is_named_as_the_key_group_checkpoint_of_its_time(tmp_path, kept):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    state = _following_state(store)
+    with pytest.raises(CorruptCheckpointError, match="^key group checkpoint at 200 ms: "):
+        KeyGroup.decode(VectorizedCount(), 100, 0, state, lambda time_ms, crc, known: [Stored(time_ms, crc, b"junk")],
+                        kept)
+
+
 def test_damaged_rows_since_a_checkpoint_are_named_as_the_key_group_state(tmp_path):
     store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
     _following_state(store)

@@ -156,7 +156,10 @@ def _chain(store: CheckpointStore, times: list[int]) -> list[Stored]:
 
 
 def test_a_checkpoint_of_changes_is_recovered_with_its_chain_from_the_whole_one(store: CheckpointStore) -> None:
+    assert [s.base for s in _chain(store, [0, 5])] == [None, (0, store.read(0).crc)]  # a base at time 0
+    assert [s.time_ms for s in store.recover(5)] == [0, 5]
     stored = _chain(store, [10, 20, 30])
+    assert all(type(s.data) is bytes for s in stored)
     assert [(s.data, s.base) for s in stored] == [
         (b"at 10", None), (b"at 20", (10, stored[0].crc)), (b"at 30", (20, stored[1].crc))]
     assert store.recover(30) == stored
@@ -182,12 +185,18 @@ def test_a_chain_with_a_link_written_again_or_missing_is_refused(store: Checkpoi
 def test_changes_must_follow_an_earlier_checkpoint_and_be_of_a_known_frame(store: CheckpointStore) -> None:
     with pytest.raises(StateValueError, match="cannot change a later one"):
         store.persist(20, b"x", (20, 0))
-    store.fs.write_atomic(store.path(30), encode_record(30, struct.pack(">4sHqI", b"PCHG", 9, 10, 0) + b"x"))
-    with pytest.raises(CorruptCheckpointError, match="changes of format 9 on a checkpoint at 10 ms"):
-        store.read(30)
-    store.fs.write_atomic(store.path(30), encode_record(30, b"PCHG\x00"))
-    with pytest.raises(CorruptCheckpointError, match="its changes frame is torn"):
-        store.read(30)
+    with pytest.raises(StateValueError, match="^base time must be in"):
+        store.persist(20, b"x", (-1, 0))
+    for payload, problem in [
+        (struct.pack(">4sHqI", b"PCHG", 9, 10, 0) + b"x", "changes of format 9 on a checkpoint at 10 ms"),
+        (struct.pack(">4sHqI", b"PCHG", 1, 30, 0) + b"x", "changes of format 1 on a checkpoint at 30 ms"),  # itself
+        (b"PCHG\x00", "its changes frame is torn"),
+        (struct.pack(">4sHqI", b"PCHG", 1, 10, 0), "its changes frame is torn"),  # a frame without data
+    ]:
+        store.fs.write_atomic(store.path(30), encode_record(30, payload))
+        with pytest.raises(CorruptCheckpointError, match=problem) as raised:
+            store.read(30)
+        assert raised.value.path == store.path(30)
 
 
 def test_retain_keeps_the_chains_of_the_checkpoints_it_keeps(store: CheckpointStore) -> None:
@@ -213,12 +222,17 @@ def test_a_checkpoints_data_is_stored_compressed_and_read_back_as_written(store:
 
 
 def test_compressed_data_that_does_not_decompress_is_corrupt(store: CheckpointStore) -> None:
-    store.fs.write_atomic(store.path(10), encode_record(10, struct.pack(">4sHQ", b"PZST", 1, 99) + b"not zstd"))
-    with pytest.raises(CorruptCheckpointError, match="do not decompress"):
-        store.read(10)
-    store.fs.write_atomic(store.path(10), encode_record(10, struct.pack(">4sHQ", b"PZST", 2, 99) + b"zstd?"))
-    with pytest.raises(CorruptCheckpointError, match="compressed data of format 2"):
-        store.read(10)
+    for payload, problem in [
+        (struct.pack(">4sHQ", b"PZST", 1, 99) + b"not zstd", "its zstd data do not decompress"),
+        (struct.pack(">4sHQ", b"PZST", 2, 99) + b"zstd?", "compressed data of format 2"),
+        (b"PZST\x00\x01", "its compressed frame is torn"),
+        (struct.pack(">4sHQ", b"PZST", 1, 0), "its compressed frame is torn"),  # zstd writes bytes even for none
+        (struct.pack(">4sHqI", b"PCHG", 1, 5, 0) + b"PZST", "its compressed frame is torn"),
+    ]:
+        store.fs.write_atomic(store.path(10), encode_record(10, payload))
+        with pytest.raises(CorruptCheckpointError, match=problem) as raised:
+            store.read(10)
+        assert raised.value.path == store.path(10)
 
 
 def test_delete_after_drops_checkpoints_newer_than_the_rewind_point(store: CheckpointStore) -> None:
