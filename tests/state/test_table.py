@@ -578,11 +578,11 @@ def test_the_changes_hold_the_keys_with_messages_between_the_two_checkpoints_onl
     table = table_of()
     apply(table, [("a", 10, 1), ("b", 20, 1)])
     checkpoint = decode_table(table.checkpoint(100), Sum(), INTERVAL)
-    apply(table, [("a", 150, 1), ("b", 250, 1), ("c", 260, 1)])  # b and c after the next checkpoint
+    apply(table, [("a", 150, 1), ("b", 250, 1), ("c", 260, 1), ("e", 120, 1)])  # b and c after the next one
     changes = decode_table(table.checkpoint_changes(200), Sum(), INTERVAL)
-    assert changes.keys.tolist() == ["a"]
+    assert changes.keys.tolist() == ["a", "e"]
     checkpoint.roll_forward(changes)
-    assert totals(checkpoint) == {"a": 2, "b": 1}
+    assert totals(checkpoint) == {"a": 2, "b": 1, "e": 1}
     # A checkpoint rolled forward is a table like any decoded one: it takes updates and
     # says which keys they touched.
     apply(checkpoint, [("b", 210, 5), ("d", 220, 1)])
