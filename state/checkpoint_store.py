@@ -16,16 +16,15 @@ checkpoint before it (its *base*) needs to become this one, framed as::
 
     magic b"PCHG" | frame version u16 | base timestamp ms i64 | base record's crc32 u32 | data
 
-and its data are compressed with zstd, framed as::
+so a checkpoint is read as a chain (``recover``): a whole one, then the changes of
+each checkpoint after it, every link checked against the CRC32 its successor names.
+``retain`` keeps the chains of the checkpoints it keeps. The data are compressed with
+zstd, framed as::
 
     magic b"PZST" | frame version u16 | data length u64 | compressed data
 
-(the record's CRC32 checks the compressed bytes before zstd reads them; data of
-records written before are read as they are).
-
-so a checkpoint is read as a chain (``recover``): a whole one, then the changes of
-each checkpoint after it, every link checked against the CRC32 its successor names.
-``retain`` keeps the chains of the checkpoints it keeps.
+(the record's CRC32 checks the compressed bytes before zstd reads them; the data of
+records written before compression are read as they are).
 
 The store only talks to a ``FileSystem``, so it works on any scheme the runtime's
 file system serves. A torn, corrupt or missing checkpoint raises; it is never read
