@@ -31,6 +31,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -129,7 +130,10 @@ def _record_spark_class_archive(archive: Path) -> None:
     submit = Path(_find_spark_home()) / "bin" / "spark-submit"
     count = JVM_SOURCES.parents[1] / "examples" / "count.py"
     with tempfile.TemporaryDirectory() as work:
-        environment = {**os.environ, "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={archive}"}
+        # The example's Python processes need this interpreter's packages (make test
+        # exports these; a bare `pytest` of the fast tests may not).
+        environment = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **os.environ,
+                       "SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={archive}"}
         done = subprocess.run(
             [str(submit), "--master", "local[2]", str(count), "--checkpoint", f"{work}/ck",
              "--output", f"sqlite://{work}/out.db", "--total", "3000", "--keys", "5",
