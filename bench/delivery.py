@@ -137,7 +137,10 @@ def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_check
     while True:
         started, before = time.monotonic(), len(committed)
         running = job.start(spark, available_now=True)
-        failed = _fails(running.query)
+        try:
+            failed = _fails(running.query)
+        finally:
+            running.stop()  # releases the job directory's lease for the restart
         if restarts or failed:
             restarts.append({"path": running.recovery.path.value,
                              "to_first_batch_s": committed[before] - started if len(committed) > before else None})

@@ -227,7 +227,10 @@ class SparkRuns:
         job = replace(job, source=ParquetInput(dataset.files + (dataset.extra,), job.source.view_root))
         started = time.time()
         running = job.start(self.spark, available_now=True)
-        running.query.awaitTermination()
+        try:
+            running.wait()
+        finally:
+            running.stop()  # releases the job directory's lease for the next restart
         batches = batches_of(running.query)
         if not batches:
             raise RuntimeError(f"restart of {job.checkpoint_dir} ran no micro-batch")
