@@ -142,7 +142,20 @@ def _record_spark_class_archive(archive: Path) -> None:
         )
     if done.returncode != 0 or not archive.is_file():
         raise RuntimeError(f"recording the Spark JVM's class archive failed ({done.returncode}): "
-                           f"{done.stderr[-2000:]}")
+                           f"{failure(done.stderr)}")
+
+
+def failure(stderr: str) -> str:
+    """Why a ``spark-submit`` run failed, from its ``stderr``: the Python traceback of its
+    driver (Spark's warnings and its own stack traces around it left out), or without
+    one, the last 2,000 characters."""
+    start = stderr.find("Traceback (most recent call last):")
+    if start < 0:
+        return stderr[-2000:]
+    lines = stderr[start:].splitlines()
+    # The traceback ends at its first line not indented after the header: the error's.
+    end = next((i for i, line in enumerate(lines[1:], 1) if line and not line[0].isspace()), len(lines) - 1)
+    return "\n".join(lines[:end + 1])
 
 
 def _spark_version() -> str:
