@@ -19,9 +19,10 @@ the global minimum checkpoint clock advance in step.
 Without a window, rows before the last checkpoint are merged into one *committed*
 row per key (bucket ``COMMITTED``); such a table (without ``ttl_ms`` either) may
 checkpoint only the keys whose committed rows changed since its last checkpoint
-(``checkpoint_changes``), which ``roll_forward`` applies to that checkpoint. With a window, buckets are the window's panes;
-closed windows are emitted by ``close_windows`` and panes no window can need again
-are pruned at each checkpoint, so memory stays bounded.
+(``checkpoint_changes``), which ``roll_forward`` applies to that checkpoint. With a
+window, buckets are the window's panes; closed windows are emitted by
+``close_windows`` and panes no window can need again are pruned at each checkpoint,
+so memory stays bounded.
 
 Without a window a table may expire keys (``ttl_ms``): it then keeps a fourth
 column, ``times``, the newest message time of each row, and ``expire(watermark_ms)``
