@@ -226,11 +226,7 @@ class SparkRuns:
             JobStorage(job.checkpoint_dir).directory().spark_log.delete()
         job = replace(job, source=ParquetInput(dataset.files + (dataset.extra,), job.source.view_root))
         started = time.time()
-        running = job.start(self.spark, available_now=True)
-        try:
-            running.wait()
-        finally:
-            running.stop()  # releases the job directory's lease for the next restart
+        running = job.run(self.spark)  # which stops the job: the next restart takes its lease
         batches = batches_of(running.query)
         if not batches:
             raise RuntimeError(f"restart of {job.checkpoint_dir} ran no micro-batch")
