@@ -1,9 +1,11 @@
 """Exactly-once for windows under real failures: ``spark-submit examples/window_average.py``
-killed with SIGKILL at every crash point, restarted on Spark's checkpoint (path A) or
-from the clock (path B), and its closed windows compared with pandas' computation of
-the same windows."""
+killed with SIGKILL at every crash point, restarted on Spark's checkpoint (path A) and
+from the clock (path B) in turn, and its closed windows compared with pandas'
+computation of the same windows."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
@@ -25,21 +27,33 @@ def window_args(workdir) -> list[str]:
             "--rows-per-batch", "1000", "--interval-ms", "500", "--key-groups", "3"]
 
 
-def test_windows_killed_at_every_crash_point_then_path_a(tmp_path):
+def test_windows_killed_at_every_crash_point_restarting_on_paths_a_and_b_in_turn(tmp_path):
+    # Each point once; after every second kill Spark's checkpoint goes, so the restarts
+    # take path A and path B in turn: a path-B generation killed and restarted on its
+    # own Spark checkpoint, and the other way round. Path A follows the kills at group,
+    # batch and sink, path B those at committed (the first, once the clock exists),
+    # clock and checkpoints. The count example meets every point on path A
+    # (test_crash.py), the windows on HDFS checkpoints and committed on path A, clock
+    # and group on path B (test_hdfs.py).
     crasher = Crasher("window_average", window_args(tmp_path), tmp_path)
-    for point in POINTS:
-        crasher.crash_at(point, 2)
-    final = crasher.run()
-    assert final.returncode == 0 and "recovery path A" in final.log, final.log
-    assert_windows_equal_pandas(tmp_path / "out.db", TOTAL, KEYS, SIZE, STEP)
-    assert_clock_names_durable_checkpoints(tmp_path)
-
-
-def test_windows_killed_at_every_crash_point_then_path_b(tmp_path):
-    crasher = Crasher("window_average", window_args(tmp_path), tmp_path)
-    from_clock = crasher.crash_and_lose_sparks_checkpoint(tmp_path / "ck", [(point, 2) for point in POINTS])
+    order = [CrashPoint.GROUP, CrashPoint.COMMITTED, CrashPoint.BATCH, CrashPoint.CLOCK, CrashPoint.SINK,
+             CrashPoint.CHECKPOINTS]
+    assert sorted(order) == sorted(POINTS)
+    starts = []
+    for n, point in enumerate(order):
+        starts.append(recovery_path(crasher.crash_at(point, 2).log))
+        if n % 2:
+            shutil.rmtree(tmp_path / "ck" / "spark")
     final = crasher.run()
     assert final.returncode == 0, final.log
-    assert from_clock >= 4 and "recovery path B" in final.log, f"seed {crasher.seed}"
+    assert [*starts, recovery_path(final.log)] == ["fresh", "A", "B", "A", "B", "A", "B"], f"seed {crasher.seed}"
     assert_windows_equal_pandas(tmp_path / "out.db", TOTAL, KEYS, SIZE, STEP)
     assert_clock_names_durable_checkpoints(tmp_path)
+
+
+def recovery_path(log: str) -> str:
+    """How a run's job started, by its recovery line: ``fresh``, ``A`` or ``B``."""
+    for start, line in (("fresh", "fresh start:"), ("A", "recovery path A:"), ("B", "recovery path B:")):
+        if line in log:
+            return start
+    raise AssertionError(f"no recovery line in the run's log:\n{log}")
