@@ -32,9 +32,9 @@ def test_windows_killed_at_every_crash_point_restarting_on_paths_a_and_b_in_turn
     # take path A and path B in turn: a path-B generation killed and restarted on its
     # own Spark checkpoint, and the other way round. Path A follows the kills at group,
     # batch and sink, path B those at committed (the first, once the clock exists),
-    # clock and checkpoints. The count example meets every point on path A
-    # (test_crash.py), the windows on HDFS checkpoints and committed on path A, clock
-    # and group on path B (test_hdfs.py).
+    # clock and checkpoints. The count example meets every point on path A (over
+    # Kafka, test_kafka.py), the windows on HDFS checkpoints and committed on path A,
+    # clock and group on path B (test_hdfs.py).
     crasher = Crasher("window_average", window_args(tmp_path), tmp_path)
     order = [CrashPoint.GROUP, CrashPoint.COMMITTED, CrashPoint.BATCH, CrashPoint.CLOCK, CrashPoint.SINK,
              CrashPoint.CHECKPOINTS]
