@@ -2,17 +2,27 @@
 and event time ``(i + 1) * step_ms`` (like Gearpump's number generator: time follows
 the sequence), so rewinding to any event time is arithmetic. Bounded (``total``)
 or endless, at a rate or as fast as Spark reads.
+
+A bounded generator read as fast as Spark reads, in a job, writes its messages into
+the job directory before the query starts, from the first one at or after the start
+time: Parquet files of ``max_rows_per_batch`` messages each (``DIR/generated/``),
+which Spark's own file source reads, a file a micro-batch. The micro-batches are
+those the generator's Python data source makes, and no Python process reads them: a
+run starts about two seconds sooner. A restart on Spark's checkpoint (path A) reads
+the same files; a fresh start or one from the clock (path B) writes them anew.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from persistent.core.errors import ConfigError
+from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.core.task import MESSAGE_COLUMNS
 from persistent.sources.base import Backlog, Source
 from persistent.storage.filesystems import JobStorage
@@ -55,10 +65,92 @@ class GeneratorSource(Source):
             "start_ms": str(start_ms),
         }
 
+    @property
+    def written(self) -> bool:
+        """Whether a job writes the messages into its directory as files (the module's
+        docstring): bounded, and read as fast as Spark reads."""
+        return self.total is not None and self.rows_per_second is None
+
+    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
+        if job is None or not self.written or not self._write(start_ms, job):
+            return super().stream(spark, start_ms, job)
+        return (spark.readStream.schema(self.row_schema({})).option("maxFilesPerTrigger", 1)
+                .parquet(job.directory().fs.join(job.root, GENERATED)))
+
+    def _write(self, start_ms: int, job: JobStorage) -> bool:
+        """Writes the messages from ``start_ms`` on into ``DIR/generated/`` before a query
+        of the job directory starts (a fresh start, path B); a restart on Spark's
+        checkpoint (path A) reads the files written before it, which must be of this
+        generator from this time. False for a Spark checkpoint of a query that read the
+        generator's Python data source (written before its messages were files).
+
+        The files are written oldest first, and their record (``_generator.json``,
+        which Spark's file source skips, as it does the temporary files) last."""
+        directory = job.directory()
+        fs = directory.fs
+        generated = fs.join(job.root, GENERATED)
+        record = fs.join(generated, _RECORD)
+        settings = {"keys": self.keys, "total": self.total, "step_ms": self.step_ms,
+                    "max_rows_per_batch": self.max_rows_per_batch, "first": _first_index(start_ms, self.step_ms)}
+        if directory.spark_log.started():
+            if not fs.exists(record):
+                return False
+            written = json.loads(fs.read_bytes(record))
+            if written != settings:
+                raise RestartRefusedError(
+                    f"the generator's messages in {generated} are {written}, not {settings}: a restart on "
+                    f"Spark's checkpoint reads them again. Restart with those settings, or delete {directory.spark} "
+                    f"to restart from the clock (path B) with these"
+                )
+            return True
+        fs.delete(generated)
+        first, total, rows = settings["first"], self.total, self.max_rows_per_batch
+        for n, low in enumerate(range(first, total, rows)):
+            fs.write_atomic(fs.join(generated, f"{n:010d}.parquet"),
+                            _parquet(_messages(self.keys, self.step_ms, low, min(low + rows, total))))
+            # Spark's file source takes files in the order of their times of
+            # modification, which it reads in milliseconds.
+            time.sleep(_FILE_TIME_STEP_S)
+        fs.write_atomic(record, json.dumps(settings).encode())
+        return True
+
     def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
-        if self.total is None or self.rows_per_second is not None:
+        if not self.written:
             return None
-        return Backlog("index", _first_index(start_ms, self.step_ms), self.total, "messages")
+        first = _first_index(start_ms, self.step_ms)
+        fs = None if job is None else job.directory().fs
+        if fs is None or not fs.exists(fs.join(job.root, GENERATED, _RECORD)):
+            return Backlog("index", first, self.total, "messages")
+        # Spark's file source numbers its micro-batches from 0 (``logOffset``).
+        return Backlog("logOffset", -1, -(-(self.total - first) // self.max_rows_per_batch) - 1, "micro-batches")
+
+
+#: The directory, in a job directory, of a generator's messages as files.
+GENERATED = "generated"
+#: The record of what the files hold, written after them.
+_RECORD = "_generator.json"
+#: The pause after writing a file, so that the next one's time of modification is later.
+_FILE_TIME_STEP_S = 0.002
+
+
+def _messages(keys: int, step_ms: int, low: int, high: int):
+    """The messages ``low`` to ``high`` (excluded), as an Arrow record batch."""
+    import numpy as np
+    import pyarrow as pa
+
+    index = np.arange(low, high, dtype=np.int64)
+    names = pa.array([f"k{k}" for k in range(keys)])
+    return pa.RecordBatch.from_arrays([names.take(index % keys), (index + 1) * step_ms, index],
+                                      names=MESSAGE_COLUMNS)
+
+
+def _parquet(batch) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.Table.from_batches([batch]), out)
+    return out.getvalue()
 
 
 def _first_index(start_ms: int, step_ms: int) -> int:
@@ -108,13 +200,6 @@ class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [_Range(start["index"], end["index"])]
 
     def read(self, partition: _Range):
-        import numpy as np
-        import pyarrow as pa
-
-        names = pa.array([f"k{k}" for k in range(self.keys)])
         for low in range(partition.start, partition.end, _BATCH_ROWS):
-            index = np.arange(low, min(low + _BATCH_ROWS, partition.end), dtype=np.int64)
-            yield pa.RecordBatch.from_arrays(
-                [names.take(index % self.keys), (index + 1) * self.step_ms, index], names=MESSAGE_COLUMNS
-            )
+            yield _messages(self.keys, self.step_ms, low, min(low + _BATCH_ROWS, partition.end))
 

@@ -15,6 +15,8 @@
                                (``BatchProgress``)
     DIR/input/                 the files source's log of the files it took
                                (``persistent.storage.files_log``)
+    DIR/generated/             a bounded generator's messages as Parquet files
+                               (``persistent.sources.generator``)
     DIR/failed-batch           the micro-batch that last failed on a bad record, before
                                any of its effects (its input may be fixed for the replay;
                                ``FailedBatch``)

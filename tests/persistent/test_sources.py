@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pandas as pd
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, ReadMaxRows
 
 from persistent.core.badrecords import BadRecord
-from persistent.core.errors import ConfigError
+from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
 from persistent.sources.generator import GeneratorSource, _GeneratorReader
 from persistent.storage.files_log import FilesLog, InputFileChangedError
@@ -204,6 +205,43 @@ def test_generator_backlog_is_what_an_available_now_run_reads(start_ms):
     backlog = source.backlog(start_ms)
     assert (backlog.begin, backlog.end, backlog.unit) == (begin["index"], 10, "messages")
     assert backlog.position(json.dumps(reader.latestOffset(begin, ReadAllAvailable()))) == backlog.end
+
+
+def test_a_bounded_generator_in_a_job_writes_its_micro_batches_as_files_oldest_first_before_its_query(tmp_path):
+    source = GeneratorSource(keys=3, total=10, step_ms=5, max_rows_per_batch=4)
+    job = JobStorage(str(tmp_path / "job"))
+    generated = tmp_path / "job" / "generated"
+    generated.mkdir(parents=True)
+    (generated / "0000000005.parquet").write_bytes(b"of an earlier start")
+    assert source._write(12, job)  # from message 2, at 15 ms
+    files = sorted(generated.glob("*.parquet"))
+    assert [f.name for f in files] == ["0000000000.parquet", "0000000001.parquet"]
+    assert [pq.read_table(f).to_pylist() for f in files] == [
+        [{"key": f"k{i % 3}", "timestamp": (i + 1) * 5, "value": i} for i in batch] for batch in (range(2, 6),
+                                                                                                 range(6, 10))]
+    times = [f.stat().st_mtime_ns // 1_000_000 for f in files]
+    assert times[0] < times[1]  # Spark's file source takes them by time of modification, in ms
+    backlog = source.backlog(12, job)
+    assert (backlog.begin, backlog.end, backlog.unit) == (-1, 1, "micro-batches")
+    assert backlog.position('{"logOffset":1}') - backlog.begin == len(files)
+
+
+def test_a_restart_on_sparks_checkpoint_reads_the_generators_files_again_or_refuses_other_settings(tmp_path):
+    job = JobStorage(str(tmp_path / "job"))
+    source = GeneratorSource(keys=3, total=10, step_ms=5, max_rows_per_batch=4)
+    source._write(12, job)
+    files = {f: f.stat().st_mtime_ns for f in (tmp_path / "job" / "generated").iterdir()}
+    (tmp_path / "job" / "spark" / "offsets").mkdir(parents=True)
+    (tmp_path / "job" / "spark" / "offsets" / "0").write_text("v1\n{}\n{}\n")
+    assert source._write(12, job)
+    assert {f: f.stat().st_mtime_ns for f in (tmp_path / "job" / "generated").iterdir()} == files
+    with pytest.raises(RestartRefusedError, match="the generator's messages in .* are .*'total': 10.*, not .*"
+                                                  "'total': 20.*delete .*spark to restart from the clock"):
+        replace(source, total=20)._write(12, job)
+    # A Spark checkpoint of a query that read the generator's Python data source goes on with it.
+    (tmp_path / "job" / "generated" / "_generator.json").unlink()
+    assert not source._write(12, job)
+    assert source.backlog(12, job).unit == "messages"
 
 
 def test_an_unbounded_or_rate_limited_generator_has_no_backlog():
