@@ -34,6 +34,7 @@ from persistent.runtime.recovery import Recovery
 from persistent.runtime.rows import GROUP
 from persistent.sources.base import python_data_source
 from persistent.storage.job_directory import JobDirectory
+from persistent.storage.spark_log import literal_path
 
 __all__ = ["heartbeats", "FORMAT"]
 
@@ -75,13 +76,7 @@ def heartbeats(spark, recovery: Recovery, directory: JobDirectory):
     ``recovery`` starts or continues, for its key groups."""
     if recovery.heartbeat_files:
         rows = directory.spark_log.write_heartbeats(GROUP, recovery.key_groups)
-        return spark.readStream.schema(_SCHEMA).json(_literal(rows))
+        return spark.readStream.schema(_SCHEMA).json(literal_path(rows))
     spark.dataSource.register(python_data_source(FORMAT, lambda options: _SCHEMA, _HeartbeatReader))
     return spark.readStream.format(FORMAT).option("key_groups", str(recovery.key_groups)).load()
 
-
-def _literal(path: str) -> str:
-    """``path`` as Spark's file source reads it literally: it takes a path with any of
-    ``{}[]*?\\`` for a glob pattern, which a directory named ``run[1]`` would not match
-    (no heartbeats, and no error); a backslash makes each such character itself."""
-    return "".join("\\" + c if c in "{}[]*?\\" else c for c in path)

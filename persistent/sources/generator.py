@@ -9,7 +9,8 @@ time: Parquet files of ``max_rows_per_batch`` messages each (``DIR/generated/``)
 which Spark's own file source reads, a file a micro-batch. The micro-batches are
 those the generator's Python data source makes, and no Python process reads them: a
 run starts about two seconds sooner. A restart on Spark's checkpoint (path A) reads
-the same files; a fresh start or one from the clock (path B) writes them anew.
+the same files (and new ones after them for a higher ``total``); a fresh start or
+one from the clock (path B) writes them anew.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.core.task import MESSAGE_COLUMNS
 from persistent.sources.base import Backlog, Source
 from persistent.storage.filesystems import JobStorage
+from persistent.storage.spark_log import literal_path
 
 __all__ = ["GeneratorSource"]
 
@@ -75,14 +77,15 @@ class GeneratorSource(Source):
         if job is None or not self.written or not self._write(start_ms, job):
             return super().stream(spark, start_ms, job)
         return (spark.readStream.schema(self.row_schema({})).option("maxFilesPerTrigger", 1)
-                .parquet(job.directory().fs.join(job.root, GENERATED)))
+                .parquet(literal_path(job.directory().fs.join(job.root, GENERATED))))
 
     def _write(self, start_ms: int, job: JobStorage) -> bool:
         """Writes the messages from ``start_ms`` on into ``DIR/generated/`` before a query
-        of the job directory starts (a fresh start, path B); a restart on Spark's
+        of the job directory starts (a fresh start, path B). A restart on Spark's
         checkpoint (path A) reads the files written before it, which must be of this
-        generator from this time. False for a Spark checkpoint of a query that read the
-        generator's Python data source (written before its messages were files).
+        generator from this time, and of a ``total`` it may raise (the messages after
+        the old one are new files). False for a Spark checkpoint of a query that read
+        the generator's Python data source (written before its messages were files).
 
         The files are written oldest first, and their record (``_generator.json``,
         which Spark's file source skips, as it does the temporary files) last."""
@@ -90,24 +93,28 @@ class GeneratorSource(Source):
         fs = directory.fs
         generated = fs.join(job.root, GENERATED)
         record = fs.join(generated, _RECORD)
-        settings = {"keys": self.keys, "total": self.total, "step_ms": self.step_ms,
-                    "max_rows_per_batch": self.max_rows_per_batch, "first": _first_index(start_ms, self.step_ms)}
+        settings = {"keys": self.keys, "step_ms": self.step_ms, "max_rows_per_batch": self.max_rows_per_batch,
+                    "first": _first_index(start_ms, self.step_ms), "total": self.total}
+        first = settings["first"]
         if directory.spark_log.started():
             if not fs.exists(record):
                 return False
             written = json.loads(fs.read_bytes(record))
-            if written != settings:
+            if {**written, "total": self.total} != settings or written["total"] > self.total:
                 raise RestartRefusedError(
-                    f"the generator's messages in {generated} are {written}, not {settings}: a restart on "
-                    f"Spark's checkpoint reads them again. Restart with those settings, or delete {directory.spark} "
-                    f"to restart from the clock (path B) with these"
+                    f"the generator's messages in {generated} are {written}, not {settings} (a total may only "
+                    f"grow): a restart on Spark's checkpoint reads them again. Restart with those settings, or "
+                    f"delete {directory.spark} to restart from the clock (path B) with these"
                 )
-            return True
-        fs.delete(generated)
-        first, total, rows = settings["first"], self.total, self.max_rows_per_batch
-        for n, low in enumerate(range(first, total, rows)):
-            fs.write_atomic(fs.join(generated, f"{n:010d}.parquet"),
-                            _parquet(_messages(self.keys, self.step_ms, low, min(low + rows, total))))
+            if written["total"] == self.total:
+                return True
+            low = max(first, written["total"])
+        else:
+            fs.delete(generated)
+            low = first
+        for n, start in enumerate(range(low, self.total, self.max_rows_per_batch), start=len(_files(fs, generated))):
+            fs.write_atomic(fs.join(generated, f"{n:010d}.parquet"), _parquet(
+                _messages(self.keys, self.step_ms, start, min(start + self.max_rows_per_batch, self.total))))
             # Spark's file source takes files in the order of their times of
             # modification, which it reads in milliseconds.
             time.sleep(_FILE_TIME_STEP_S)
@@ -117,12 +124,12 @@ class GeneratorSource(Source):
     def backlog(self, start_ms: int = 0, job: JobStorage | None = None) -> Backlog | None:
         if not self.written:
             return None
-        first = _first_index(start_ms, self.step_ms)
         fs = None if job is None else job.directory().fs
-        if fs is None or not fs.exists(fs.join(job.root, GENERATED, _RECORD)):
-            return Backlog("index", first, self.total, "messages")
-        # Spark's file source numbers its micro-batches from 0 (``logOffset``).
-        return Backlog("logOffset", -1, -(-(self.total - first) // self.max_rows_per_batch) - 1, "micro-batches")
+        generated = None if job is None else fs.join(job.root, GENERATED)
+        if fs is None or not fs.exists(fs.join(generated, _RECORD)):
+            return Backlog("index", _first_index(start_ms, self.step_ms), self.total, "messages")
+        # Spark's file source numbers its micro-batches from 0 (``logOffset``): a file each.
+        return Backlog("logOffset", -1, len(_files(fs, generated)) - 1, "micro-batches")
 
 
 #: The directory, in a job directory, of a generator's messages as files.
@@ -131,6 +138,12 @@ GENERATED = "generated"
 _RECORD = "_generator.json"
 #: The pause after writing a file, so that the next one's time of modification is later.
 _FILE_TIME_STEP_S = 0.002
+
+
+def _files(fs, generated: str) -> list[str]:
+    """The names of the generator's files in ``generated`` (not temporary ones, which are hidden)."""
+    names = fs.list_names(generated) if fs.exists(generated) else []
+    return [name for name in names if name.endswith(".parquet") and not name.startswith(".")]
 
 
 def _messages(keys: int, step_ms: int, low: int, high: int):

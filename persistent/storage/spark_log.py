@@ -17,7 +17,14 @@ import json
 from state.errors import CorruptCheckpointError
 from state.fs import FileSystem
 
-__all__ = ["SparkLog"]
+__all__ = ["SparkLog", "literal_path"]
+
+
+def literal_path(path: str) -> str:
+    """``path`` as Spark's file source reads it literally: it takes a path with any of
+    ``{}[]*?\\`` for a glob pattern, which a directory named ``run[1]`` would not match
+    (no files, and no error); a backslash makes each such character itself."""
+    return "".join("\\" + c if c in "{}[]*?\\" else c for c in path)
 
 
 class SparkLog:

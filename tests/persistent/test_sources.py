@@ -226,20 +226,29 @@ def test_a_bounded_generator_in_a_job_writes_its_micro_batches_as_files_oldest_f
     assert backlog.position('{"logOffset":1}') - backlog.begin == len(files)
 
 
-def test_a_restart_on_sparks_checkpoint_reads_the_generators_files_again_or_refuses_other_settings(tmp_path):
+def test_a_restart_on_sparks_checkpoint_reads_the_generators_files_again_with_new_ones_for_a_higher_total(tmp_path):
     job = JobStorage(str(tmp_path / "job"))
+    generated = tmp_path / "job" / "generated"
     source = GeneratorSource(keys=3, total=10, step_ms=5, max_rows_per_batch=4)
-    source._write(12, job)
-    files = {f: f.stat().st_mtime_ns for f in (tmp_path / "job" / "generated").iterdir()}
+    source._write(12, job)  # messages 2-5 and 6-9
+    files = {f.name: f.stat().st_mtime_ns for f in generated.glob("*.parquet")}
     (tmp_path / "job" / "spark" / "offsets").mkdir(parents=True)
     (tmp_path / "job" / "spark" / "offsets" / "0").write_text("v1\n{}\n{}\n")
     assert source._write(12, job)
-    assert {f: f.stat().st_mtime_ns for f in (tmp_path / "job" / "generated").iterdir()} == files
-    with pytest.raises(RestartRefusedError, match="the generator's messages in .* are .*'total': 10.*, not .*"
-                                                  "'total': 20.*delete .*spark to restart from the clock"):
-        replace(source, total=20)._write(12, job)
+    assert {f.name: f.stat().st_mtime_ns for f in generated.glob("*.parquet")} == files
+    # More messages: new files after the ones read, as the Python data source would go on.
+    (generated / ".tmp-0-0000000002.parquet").write_bytes(b"a write a crash cut short")
+    assert replace(source, total=15)._write(12, job)
+    assert [pq.read_table(generated / name).column("value").to_pylist()
+            for name in ("0000000002.parquet", "0000000003.parquet")] == [[10, 11, 12, 13], [14]]
+    assert replace(source, total=15).backlog(12, job).end == 3  # four files, logOffset 0 to 3
+    for other, change in [(replace(source, total=12), "'total': 12"), (replace(source, keys=4, total=15), "'keys': 4"),
+                          (source, "'first': 5")]:
+        with pytest.raises(RestartRefusedError, match=f"the generator's messages in .*, not .*{change}.*a total may "
+                                                      "only grow.*delete .*spark to restart from the clock"):
+            other._write(12 if change != "'first': 5" else 30, job)
     # A Spark checkpoint of a query that read the generator's Python data source goes on with it.
-    (tmp_path / "job" / "generated" / "_generator.json").unlink()
+    (generated / "_generator.json").unlink()
     assert not source._write(12, job)
     assert source.backlog(12, job).unit == "messages"
 
