@@ -87,15 +87,15 @@ class GeneratorSource(Source):
         the old one are new files). False for a Spark checkpoint of a query that read
         the generator's Python data source (written before its messages were files).
 
-        The files are written oldest first, and their record (``_generator.json``,
-        which Spark's file source skips, as it does the temporary files) last."""
+        The files, named by their first message, are written oldest first, and their
+        record (``_generator.json``, which Spark's file source skips, as it does the
+        temporary files) last."""
         directory = job.directory()
         fs = directory.fs
         generated = fs.join(job.root, GENERATED)
         record = fs.join(generated, _RECORD)
         settings = {"keys": self.keys, "step_ms": self.step_ms, "max_rows_per_batch": self.max_rows_per_batch,
                     "first": _first_index(start_ms, self.step_ms), "total": self.total}
-        first = settings["first"]
         if directory.spark_log.started():
             if not fs.exists(record):
                 return False
@@ -108,12 +108,16 @@ class GeneratorSource(Source):
                 )
             if written["total"] == self.total:
                 return True
-            low = max(first, written["total"])
+            # Files after the recorded total are of a start that ended before its query did.
+            low = max(settings["first"], written["total"])
+            for name in _files(fs, generated):
+                if int(name.split(".")[0]) >= low:
+                    fs.delete(fs.join(generated, name))
         else:
             fs.delete(generated)
-            low = first
-        for n, start in enumerate(range(low, self.total, self.max_rows_per_batch), start=len(_files(fs, generated))):
-            fs.write_atomic(fs.join(generated, f"{n:010d}.parquet"), _parquet(
+            low = settings["first"]
+        for start in range(low, self.total, self.max_rows_per_batch):
+            fs.write_atomic(fs.join(generated, f"{start:020d}.parquet"), _parquet(
                 _messages(self.keys, self.step_ms, start, min(start + self.max_rows_per_batch, self.total))))
             # Spark's file source takes files in the order of their times of
             # modification, which it reads in milliseconds.

@@ -212,10 +212,10 @@ def test_a_bounded_generator_in_a_job_writes_its_micro_batches_as_files_oldest_f
     job = JobStorage(str(tmp_path / "job"))
     generated = tmp_path / "job" / "generated"
     generated.mkdir(parents=True)
-    (generated / "0000000005.parquet").write_bytes(b"of an earlier start")
+    (generated / f"{5:020d}.parquet").write_bytes(b"of an earlier start")
     assert source._write(12, job)  # from message 2, at 15 ms
     files = sorted(generated.glob("*.parquet"))
-    assert [f.name for f in files] == ["0000000000.parquet", "0000000001.parquet"]
+    assert [f.name for f in files] == [f"{2:020d}.parquet", f"{6:020d}.parquet"]
     assert [pq.read_table(f).to_pylist() for f in files] == [
         [{"key": f"k{i % 3}", "timestamp": (i + 1) * 5, "value": i} for i in batch] for batch in (range(2, 6),
                                                                                                  range(6, 10))]
@@ -237,10 +237,15 @@ def test_a_restart_on_sparks_checkpoint_reads_the_generators_files_again_with_ne
     assert source._write(12, job)
     assert {f.name: f.stat().st_mtime_ns for f in generated.glob("*.parquet")} == files
     # More messages: new files after the ones read, as the Python data source would go on.
-    (generated / ".tmp-0-0000000002.parquet").write_bytes(b"a write a crash cut short")
+    # A start that wrote some of them and died before its record and its query left
+    # files that go, and a temporary file that Spark's file source does not read.
+    (generated / f"{10:020d}.parquet").write_bytes(b"of a higher total, cut short")
+    (generated / f"{18:020d}.parquet").write_bytes(b"of a higher total, cut short")
+    (generated / f".tmp-0-{14:020d}.parquet").write_bytes(b"a write a crash cut short")
     assert replace(source, total=15)._write(12, job)
-    assert [pq.read_table(generated / name).column("value").to_pylist()
-            for name in ("0000000002.parquet", "0000000003.parquet")] == [[10, 11, 12, 13], [14]]
+    assert sorted(f.name for f in generated.glob("[0-9]*.parquet"))[2:] == [f"{10:020d}.parquet", f"{14:020d}.parquet"]
+    assert [pq.read_table(generated / f"{low:020d}.parquet").column("value").to_pylist()
+            for low in (10, 14)] == [[10, 11, 12, 13], [14]]
     assert replace(source, total=15).backlog(12, job).end == 3  # four files, logOffset 0 to 3
     for other, change in [(replace(source, total=12), "'total': 12"), (replace(source, keys=4, total=15), "'keys': 4"),
                           (source, "'first': 5")]:
