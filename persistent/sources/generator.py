@@ -8,9 +8,10 @@ the job directory before the query starts, from the first one at or after the st
 time: Parquet files of ``max_rows_per_batch`` messages each (``DIR/generated/``),
 which Spark's own file source reads, a file a micro-batch. The micro-batches are
 those the generator's Python data source makes, and no Python process reads them: a
-run starts about two seconds sooner. A restart on Spark's checkpoint (path A) reads
-the same files (and new ones after them for a higher ``total``); a fresh start or
-one from the clock (path B) writes them anew.
+run starts about two seconds sooner. More than ``MOST_FILES`` micro-batches are read
+by the Python data source, as writing them would cost more time than it saves. A
+restart on Spark's checkpoint (path A) reads the same files (and new ones after them
+for a higher ``total``); a fresh start or one from the clock (path B) writes them anew.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ class GeneratorSource(Source):
 
     def _write(self, start_ms: int, job: JobStorage) -> bool:
         """Writes the messages from ``start_ms`` on into ``DIR/generated/`` before a query
-        of the job directory starts (a fresh start, path B). A restart on Spark's
+        of the job directory starts (a fresh start, path B), unless they make more than
+        ``MOST_FILES`` micro-batches (then False: the Python data source reads them, as
+        writing them would take longer than it saves). A restart on Spark's
         checkpoint (path A) reads the files written before it, which must be of this
         generator from this time, and of a ``total`` it may raise (the messages after
         the old one are new files). False for a Spark checkpoint of a query that read
@@ -116,6 +119,8 @@ class GeneratorSource(Source):
         else:
             fs.delete(generated)
             low = settings["first"]
+            if -(-(self.total - low) // self.max_rows_per_batch) > MOST_FILES:
+                return False
         for start in range(low, self.total, self.max_rows_per_batch):
             fs.write_atomic(fs.join(generated, f"{start:020d}.parquet"), _parquet(
                 _messages(self.keys, self.step_ms, start, min(start + self.max_rows_per_batch, self.total))))
@@ -136,6 +141,8 @@ class GeneratorSource(Source):
         return Backlog("logOffset", -1, len(_files(fs, generated)) - 1, "micro-batches")
 
 
+#: The most micro-batches a generator writes as files at a start (``GeneratorSource._write``).
+MOST_FILES = 100
 #: The directory, in a job directory, of a generator's messages as files.
 GENERATED = "generated"
 #: The record of what the files hold, written after them.

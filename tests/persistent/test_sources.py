@@ -15,7 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, Rea
 from persistent.core.badrecords import BadRecord
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
-from persistent.sources.generator import GeneratorSource, _GeneratorReader
+from persistent.sources.generator import MOST_FILES, GeneratorSource, _GeneratorReader
 from persistent.storage.files_log import FilesLog, InputFileChangedError
 from persistent.storage.filesystems import JobStorage
 from state.errors import CorruptCheckpointError
@@ -256,6 +256,14 @@ def test_a_restart_on_sparks_checkpoint_reads_the_generators_files_again_with_ne
     (generated / "_generator.json").unlink()
     assert not source._write(12, job)
     assert source.backlog(12, job).unit == "messages"
+
+
+def test_a_generator_of_more_micro_batches_than_it_writes_as_files_is_read_by_its_python_data_source(tmp_path):
+    job = JobStorage(str(tmp_path / "job"))
+    source = GeneratorSource(keys=3, total=MOST_FILES * 4 + 1, max_rows_per_batch=4)
+    assert not source._write(0, job)
+    assert not (tmp_path / "job" / "generated").exists() and source.backlog(0, job).unit == "messages"
+    assert replace(source, total=MOST_FILES * 4)._write(0, job)
 
 
 def test_an_unbounded_or_rate_limited_generator_has_no_backlog():
