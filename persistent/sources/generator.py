@@ -111,7 +111,7 @@ class GeneratorSource(Source):
                 )
             if written["total"] == self.total:
                 return True
-            # Files after the recorded total are of a start that ended before its query did.
+            # Files after the recorded total are of a start that ended before its query began.
             low = max(settings["first"], written["total"])
             for name in _files(fs, generated):
                 if int(name.split(".")[0]) >= low:
