@@ -8,6 +8,10 @@ is created exclusively: one process waits, the others go on. A value of another
 shape, or a ``NAME`` that is no crash point, is a ``ConfigError`` at the first
 arrival at any point: a test that names a point wrongly fails instead of never
 crashing.
+
+``PERSISTENT_CRASH_POINT=@FILE`` takes the value from ``FILE``, read at each arrival
+(an empty ``FILE``: no point): a job started before its test chose the point, a
+standby (``persistent.tools.standby``), learns it there, in each of its processes.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ _arrivals: dict[CrashPoint, int] = {}
 def crash_point(point: CrashPoint) -> None:
     """Waits forever here when ``PERSISTENT_CRASH_POINT`` names this arrival."""
     spec = os.environ.get(_VARIABLE)
+    if spec and spec.startswith("@"):
+        spec = _read(spec[1:])
     if not spec:
         return
     armed, count, path = _parse(spec)
@@ -68,6 +74,15 @@ def crash_point(point: CrashPoint) -> None:
     os.close(marker)
     while True:
         time.sleep(60)
+
+
+def _read(path: str) -> str:
+    """The value ``@path`` stands for: the file's content."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as error:
+        raise ConfigError(f"{_VARIABLE}=@{path}: cannot read the file: {error}") from None
 
 
 def _parse(spec: str) -> tuple[CrashPoint, int, str]:

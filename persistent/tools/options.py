@@ -106,9 +106,9 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
     )
 
 
-def run(job, args: argparse.Namespace, app_name: str):
+def run(job, args: argparse.Namespace, app_name: str, spark=None):
     """Checks ``job`` on ``--master`` (``persistent.tools.preflight.check_job``), then
-    runs it in a Spark session named ``app_name`` until it ends; with
+    runs it in ``spark`` (by default a new Spark session named ``app_name``) until it ends; with
     ``--available-now``, once the input there is now has been read. SIGINT (Ctrl-C) and
     SIGTERM stop it: ``persistent.runtime.stopping.JobStopped`` says where."""
     from persistent.runtime.stopping import JobStopped, on_signals
@@ -116,7 +116,7 @@ def run(job, args: argparse.Namespace, app_name: str):
     from persistent.tools.session import spark_session
 
     check_job(job, args.master)
-    spark = spark_session(app_name, args.master)
+    spark = spark or spark_session(app_name, args.master)
     with on_signals(spark):
         try:
             return job.run(spark, available_now=args.available_now)
@@ -132,12 +132,15 @@ def run_app(parser: argparse.ArgumentParser, build_job: Callable, app_name: str,
     (``ConfigError``) ends it with one line on stderr and exit status 2, before Spark
     starts when the checks can see it; something the machine lacks (``SetupError``)
     with exit status 1; a signal (``JobStopped``) with one line saying where the job
-    stopped and ``128 +`` the signal's number (130 for Ctrl-C)."""
+    stopped and ``128 +`` the signal's number (130 for Ctrl-C). A standby
+    (``persistent.tools.standby``) makes its job only once its gate opens."""
     from persistent.runtime.stopping import JobStopped
+    from persistent.tools.standby import standby_session
 
     args = parser.parse_args(argv)
     try:
-        run(build_job(args), args, app_name)
+        spark = standby_session(app_name, args)
+        run(build_job(args), args, app_name, spark)
     except JobStopped as stop:
         print(stop, file=sys.stderr)
         return stop.exit_status

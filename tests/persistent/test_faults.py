@@ -71,3 +71,20 @@ def test_a_value_of_another_shape_is_refused(armed, value):
     armed(value)
     with pytest.raises(ConfigError, match="PERSISTENT_CRASH_POINT must be NAME:N:FILE"):
         crash_point(CrashPoint.BATCH)
+
+
+def test_a_value_from_a_file_is_read_at_each_arrival_and_an_empty_file_names_no_point(armed, tmp_path):
+    spec = tmp_path / "spec"
+    spec.write_text("")
+    marker = armed(f"@{spec}")
+    crash_point(CrashPoint.SINK)
+    spec.write_text(f"sink:1:{marker}\n")
+    with pytest.raises(Waiting):
+        crash_point(CrashPoint.SINK)
+    assert marker.read_text() == str(os.getpid())
+
+
+def test_a_value_from_a_file_that_cannot_be_read_is_an_error_naming_it(armed, tmp_path):
+    armed(f"@{tmp_path / 'missing'}")
+    with pytest.raises(ConfigError, match="PERSISTENT_CRASH_POINT=@.*missing: cannot read the file"):
+        crash_point(CrashPoint.CLOCK)

@@ -128,7 +128,7 @@ def test_an_application_stopped_by_a_signal_prints_the_line_and_exits_128_plus_t
         counting_job, monkeypatch, capsys):
     line = f"[persistent] stopped by SIGTERM {where(counting_job)}"
 
-    def run(job, args, app_name):
+    def run(job, args, app_name, spark):
         raise JobStopped(signal.SIGTERM, where(counting_job))
 
     monkeypatch.setattr(options, "run", run)

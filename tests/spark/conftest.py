@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from crash_harness import stop_standbys
 from jvm_servers import spark_class_archive
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
@@ -58,6 +59,13 @@ def test_jvm_options():
         patch.setenv("SPARK_SUBMIT_OPTS", options)
         patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [PYTHON_PATH, os.environ.get("PYTHONPATH")])))
         yield
+
+
+@pytest.fixture(autouse=True)
+def no_standby_outlives_its_test():
+    """Kills the standby runs (``crash_harness``) a test started and no run took."""
+    yield
+    stop_standbys()
 
 
 @pytest.fixture(scope="session")

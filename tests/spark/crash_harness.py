@@ -6,6 +6,12 @@ process group of its own) and the Python workers, and on a ``local-cluster`` mas
 the executor JVMs. Kills happen at a named crash point (``persistent.core.faults``) or
 after a random delay; the seed of the random choices is printed, and setting
 ``PERSISTENT_CRASH_SEED`` replays them.
+
+A kill is followed by a restart, so while a run that is to be killed runs, the next
+run is started as a standby (``persistent.tools.standby``): its JVM and Spark session
+start, and it waits for its gate file before it looks at the job. The next run opens
+the gate, writing its crash point into the file. A standby no run took is killed after
+its test (``stop_standbys``, an autouse fixture of ``conftest``).
 """
 
 from __future__ import annotations
@@ -60,6 +66,16 @@ def session_processes(session: int) -> list[int]:
     return pids
 
 
+#: The standbys started and not yet taken by a run.
+_STANDBYS: set[subprocess.Popen] = set()
+
+
+def stop_standbys() -> None:
+    """Kills every standby no run took."""
+    while _STANDBYS:
+        kill_session(_STANDBYS.pop().pid)
+
+
 def kill_session(session: int) -> None:
     """SIGKILL to every process of ``session`` until none is left."""
     for _ in range(50):
@@ -77,10 +93,11 @@ def kill_session(session: int) -> None:
 
 class Crasher:
     """Runs ``examples/EXAMPLE.py ARGS`` (or the script at the path ``example``) again and
-    again in ``workdir``; ``submit`` holds more spark-submit options."""
+    again in ``workdir``; ``submit`` holds more spark-submit options. With ``standby``,
+    a run to be killed has the next one start as its standby."""
 
     def __init__(self, example: str | Path, args: list[str], workdir: Path, master: str = "local[2]",
-                 seed: int | None = None, submit: tuple[str, ...] = ()):
+                 seed: int | None = None, submit: tuple[str, ...] = (), standby: bool = True):
         script = example if isinstance(example, Path) else EXAMPLES / f"{example}.py"
         self.command = [os.path.join(_find_spark_home(), "bin", "spark-submit"), "--master", master, *submit,
                         str(script), *args]
@@ -88,15 +105,41 @@ class Crasher:
         self.seed = int(os.environ.get("PERSISTENT_CRASH_SEED", seed if seed is not None else random.randrange(2**32)))
         self.random = random.Random(self.seed)
         self.runs = 0
+        self.standby = standby
+        #: The next run's standby: its process, log and gate.
+        self._next: tuple[subprocess.Popen, Path, Path] | None = None
         print(f"crash harness: seed {self.seed} (PERSISTENT_CRASH_SEED={self.seed} replays it)", file=sys.stderr)
 
-    def _start(self, env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
-        self.runs += 1
-        log = self.workdir / f"run-{self.runs:02d}.log"
+    def _launch(self, log: Path, env: dict[str, str]) -> subprocess.Popen:
         environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **env}
         with open(log, "wb") as out:
-            process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=environment,
-                                       start_new_session=True)
+            return subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=environment,
+                                    start_new_session=True)
+
+    def _start(self, env: dict[str, str], standby_next: bool = False) -> tuple[subprocess.Popen, Path]:
+        """Starts the next run with ``env`` (its standby's gate opened, if it has one);
+        with ``standby_next`` also the standby of the run after it."""
+        self.runs += 1
+        if self._next is None:
+            log = self.workdir / f"run-{self.runs:02d}.log"
+            process = self._launch(log, env)
+        else:
+            process, log, gate = self._next
+            self._next = None
+            _STANDBYS.discard(process)
+            if process.poll() is not None:
+                raise AssertionError(f"the standby of run {self.runs} ended (exit {process.returncode}) before "
+                                     f"its gate opened: does the application use run_app? log: {log}")
+            spec = dict(env)
+            written = gate.with_name(f"{gate.name}.tmp")
+            written.write_text(spec.pop("PERSISTENT_CRASH_POINT", ""))
+            assert not spec, f"a standby learns only its crash point, not {sorted(spec)}"
+            written.rename(gate)
+        if standby_next and self.standby:
+            log_next, gate = self.workdir / f"run-{self.runs + 1:02d}.log", self.workdir / f"gate-{self.runs + 1:02d}"
+            standby = self._launch(log_next, {"PERSISTENT_STANDBY": str(gate), "PERSISTENT_CRASH_POINT": f"@{gate}"})
+            _STANDBYS.add(standby)
+            self._next = (standby, log_next, gate)
         return process, log
 
     def _finish(self, process: subprocess.Popen, log: Path, kill: bool) -> Outcome:
@@ -127,12 +170,22 @@ class Crasher:
         points its runs reach.
         """
         marker = self.workdir / f"crashed-{self.runs + 1:02d}"
-        process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"})
+        process, log = self._start({"PERSISTENT_CRASH_POINT": f"{point}:{arrival}:{marker}"}, standby_next=True)
         if not self._wait(process, log, marker.exists, timeout_s):
             ended = self._finish(process, log, kill=False)
             raise AssertionError(f"run {self.runs} ended (exit {ended.returncode}) before crash point "
                                  f"{point}:{arrival} (seed {self.seed}); log: {log}")
         return self._finish(process, log, kill=True)
+
+    def standby_waiting(self, timeout_s: float = 120) -> str:
+        """The log of the next run's standby once it waits at its gate, Spark started."""
+        assert self._next is not None, "no standby: only a run that was killed has one"
+        process, log, gate = self._next
+        deadline = time.monotonic() + timeout_s
+        while "[persistent] standby: Spark started, waiting" not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, f"the standby does not wait; log: {log}"
+            time.sleep(0.1)
+        return log.read_text(errors="replace")
 
     def crash_and_lose_sparks_checkpoint(self, checkpoint: Path | str, points: list[tuple[CrashPoint, int]],
                                          fs: FileSystem | None = None) -> int:
@@ -151,7 +204,7 @@ class Crasher:
     def crash_after_random_delay(self, low_s: float, high_s: float) -> Outcome:
         """Kills the job after a delay drawn from the seeded random source."""
         delay = self.random.uniform(low_s, high_s)
-        process, log = self._start({})
+        process, log = self._start({}, standby_next=True)
         deadline = time.monotonic() + delay
         return self._finish(process, log, kill=self._wait(process, log, lambda: time.monotonic() >= deadline, delay + 5))
 

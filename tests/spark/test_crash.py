@@ -48,13 +48,21 @@ def assert_clock_names_durable_checkpoints(workdir):
 EXPECTED = {f"k{k}": len(range(k, TOTAL, KEYS)) for k in range(KEYS)}
 
 
+def files(directory):
+    return {path: (path.stat().st_size, path.stat().st_mtime_ns) for path in directory.rglob("*") if path.is_file()}
+
+
 def test_killed_at_every_crash_point_and_at_random_then_path_a(tmp_path):
     crasher = Crasher("count", generated(tmp_path), tmp_path)
-    for point, arrival in [(CrashPoint.GROUP, 3), (CrashPoint.BATCH, 2), (CrashPoint.SINK, 2),
-                           (CrashPoint.CHECKPOINTS, 2), (CrashPoint.CLOCK, 2)]:
+    crasher.crash_at(CrashPoint.GROUP, 3)
+    left = files(tmp_path / "ck")
+    standby = crasher.standby_waiting()  # the restart, Spark started, has not looked at the job
+    assert files(tmp_path / "ck") == left and "[persistent]" not in standby.replace("[persistent] standby", "")
+    for point, arrival in [(CrashPoint.BATCH, 2), (CrashPoint.SINK, 2), (CrashPoint.CHECKPOINTS, 2),
+                           (CrashPoint.CLOCK, 2)]:
         crasher.crash_at(point, arrival)
     for _ in range(2):
-        crasher.crash_after_random_delay(8, 25)
+        crasher.crash_after_random_delay(2, 7)
     final = crasher.run()
     assert final.returncode == 0, final.log
     assert "recovery path A" in final.log

@@ -1,5 +1,6 @@
 """The crash harness itself, on a stand-in job (a Python script, no Spark): a kill
-happens only at the named point, and a run that never gets there fails the test."""
+happens only at the named point, a run that never gets there fails the test, and a
+standby runs only once its gate opens, with the crash point written there."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import textwrap
 
 import pytest
 
-from crash_harness import Crasher
+from crash_harness import _STANDBYS, Crasher, session_processes, stop_standbys
 from persistent.core.faults import CrashPoint
 
 #: Waits at the crash point the harness names, as the runtime's ``crash_point`` does.
@@ -21,10 +22,29 @@ REACHES_THE_POINT = """
 """
 
 
-def stand_in(tmp_path, body: str) -> Crasher:
+#: Waits for its gate as a standby (``persistent.tools.standby``), then reads its crash
+#: point from the file as ``persistent.core.faults`` does, and writes how it started.
+STANDS_BY = """
+    import os, time
+    gate = os.environ.get("PERSISTENT_STANDBY")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.01)
+    spec = os.environ.get("PERSISTENT_CRASH_POINT", "")
+    if spec.startswith("@"):
+        spec = open(spec[1:]).read()
+    print("standby" if gate else "cold", "at", repr(spec.split(":")[0]), flush=True)
+    if spec:
+        point, arrival, marker = spec.split(":", 2)
+        with open(marker, "x") as f:
+            f.write(str(os.getpid()))
+        time.sleep(600)
+"""
+
+
+def stand_in(tmp_path, body: str, standby: bool = False) -> Crasher:
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
-    crasher = Crasher(script, [], tmp_path, seed=1)
+    crasher = Crasher(script, [], tmp_path, seed=1, standby=standby)
     crasher.command = [sys.executable, str(script)]
     return crasher
 
@@ -44,6 +64,35 @@ def test_a_run_that_hangs_short_of_the_point_fails_the_test_and_is_killed(tmp_pa
     with pytest.raises(AssertionError, match="neither ended nor got there in 1 s"):
         crasher.crash_at(CrashPoint.CLOCK, 1, timeout_s=1)
     assert not any("job.py" in line for line in _processes())
+
+
+def test_the_run_after_a_kill_is_its_standby_which_waits_for_its_gate_and_learns_its_crash_point_there(tmp_path):
+    crasher = stand_in(tmp_path, STANDS_BY, standby=True)
+    first = crasher.crash_at(CrashPoint.SINK, 1, timeout_s=30)
+    assert first.killed and first.log == "cold at 'sink'\n"
+    standby, = _STANDBYS
+    assert standby.poll() is None and not (tmp_path / "run-02.log").read_text()  # waiting at its gate
+
+    second = crasher.crash_at(CrashPoint.CLOCK, 1, timeout_s=30)
+    assert second.killed and second.log == "standby at 'clock'\n"
+    third = crasher.run(timeout_s=30)
+    assert third.returncode == 0 and third.log == "standby at ''\n" and not _STANDBYS  # no kill follows a run
+
+
+def test_a_standby_no_run_took_is_killed_after_its_test(tmp_path):
+    crasher = stand_in(tmp_path, STANDS_BY, standby=True)
+    crasher.crash_at(CrashPoint.SINK, 1, timeout_s=30)
+    standby, = _STANDBYS
+    stop_standbys()
+    assert standby.wait(5) == -9 and not session_processes(standby.pid)
+
+
+def test_a_standby_that_ends_before_its_gate_opens_fails_the_test(tmp_path):
+    crasher = stand_in(tmp_path, REACHES_THE_POINT, standby=True)  # knows no gate: reads no crash point
+    crasher.crash_at(CrashPoint.SINK, 1, timeout_s=30)
+    crasher._next[0].wait(30)
+    with pytest.raises(AssertionError, match="the standby of run 2 ended .exit 1. before its gate opened"):
+        crasher.run(timeout_s=30)
 
 
 def _processes() -> list[str]:

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 
 from monoids import CountMin  # noqa: E402
 from persistent import GeneratorSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run_app  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 SKETCH = CountMin(num_hashes=5, num_buckets=2048)
@@ -31,18 +31,23 @@ class ItemFrequencies(PersistentTask):
         return SKETCH.prepare_column(messages["value"].astype(str).tolist())
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--keys", type=int, required=True)
     p.add_argument("--total", type=int, required=True)
     p.add_argument("--rows-per-batch", type=int, default=1_000, help="a sketch per message: keep batches small")
     add_job_options(p)
-    args = p.parse_args(argv)
-    job = Job(task=ItemFrequencies(),
-              source=GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch),
-              **job_settings(args, table="frequencies", key_column="key", value_column="weight"))
-    run(job, args, "item-frequencies")
-    return 0
+    return p
+
+
+def build_job(args) -> Job:
+    return Job(task=ItemFrequencies(),
+               source=GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch),
+               **job_settings(args, table="frequencies", key_column="key", value_column="weight"))
+
+
+def main(argv=None) -> int:
+    return run_app(parser(), build_job, "item-frequencies", argv)
 
 
 if __name__ == "__main__":

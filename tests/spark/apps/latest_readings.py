@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 
 from monoids import Last, Product, Sum, Timestamped  # noqa: E402
 from persistent import FilesSource, Job, PersistentTask  # noqa: E402
-from persistent.tools.options import add_job_options, job_settings, run  # noqa: E402
+from persistent.tools.options import add_job_options, job_settings, run_app  # noqa: E402
 from state import NonWindowState  # noqa: E402
 
 #: Readings per micro-batch: (file, label, amount), every one at the batch's time.
@@ -65,9 +65,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    run(job(args), args, "latest-readings")
-    return 0
+    return run_app(parser(), job, "latest-readings", argv)
 
 
 if __name__ == "__main__":
