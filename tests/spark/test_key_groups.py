@@ -14,8 +14,8 @@ import pytest
 from crash_harness import checkpoints_of_changes
 from persistent.core.errors import RestartRefusedError
 from persistent.runtime.layout import group_slots, slot_group
-from persistent.runtime.planner import KEY_GROUPS_PER_CORE
 from persistent.runtime import recovery
+from persistent.runtime.planner import CHECKPOINT_FILE_MANAGER, KEY_GROUPS_PER_CORE
 from persistent.runtime.recovery import RecoveryPath
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
@@ -40,7 +40,8 @@ def test_a_fresh_start_sizes_key_groups_to_the_cluster_and_restarts_keep_them(sp
     partitions = spark.conf.get("spark.sql.shuffle.partitions")
     first = count_job(tmp_path, 1_000).run(spark)
     assert first.recovery.key_groups == KEY_GROUPS_PER_CORE * cores
-    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions  # the session's setting is back
+    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions  # the session's settings are back
+    assert spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None
     # One state partition per core, each holding several key groups.
     assert sorted(os.listdir(tmp_path / "ck" / "spark" / "state" / "0")) == [str(p) for p in range(cores)] + ["_metadata"]
     assert len(first.directory.clock.read().task_clocks) == KEY_GROUPS_PER_CORE * cores

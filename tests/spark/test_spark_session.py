@@ -50,3 +50,12 @@ def test_the_tests_python_workers_import_the_installed_pyspark_not_sparks_zip_of
     # conftest.PYTHON_PATH: compiling pyspark from the zip cost every Python process 0.6 s.
     files = spark.sparkContext.parallelize(range(2), 2).map(lambda _: __import__("pyspark").__file__).collect()
     assert all(".zip" not in file for file in files), files
+
+
+def test_sparks_checkpoint_goes_through_hadoops_file_system_api_on_a_local_disk_only(spark, tmp_path, hdfs_dir):
+    # FileContext's renames start a readlink process per file on a local disk; on HDFS
+    # only FileContext replaces a file in one rename, as Spark's state store needs.
+    from persistent.runtime.planner import _on_local_disk
+
+    assert _on_local_disk(spark, str(tmp_path)) and _on_local_disk(spark, f"file://{tmp_path}")
+    assert not _on_local_disk(spark, hdfs_dir.uri)
