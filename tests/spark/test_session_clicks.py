@@ -13,6 +13,7 @@ import pytest
 from crash_harness import Crasher
 from persistent.core.faults import CrashPoint
 from test_crash import assert_clock_names_durable_checkpoints
+from test_window_crashes import recovery_path
 
 pytestmark = pytest.mark.spark
 
@@ -62,24 +63,15 @@ def test_sessions_equal_pandas(spark, tmp_path):
 
 
 @pytest.mark.usefixtures("spark_lock")
-def test_sessions_killed_at_crash_points_then_path_a(tmp_path):
+def test_sessions_killed_at_crash_points_restarting_on_path_a_then_path_b(tmp_path):
     crasher = Crasher("sessions", session_args(tmp_path), tmp_path)
-    for point in (CrashPoint.GROUP, CrashPoint.SINK, CrashPoint.COMMITTED):
-        crasher.crash_at(point, 2)
-    final = crasher.run()
-    assert final.returncode == 0 and "recovery path A" in final.log, final.log
-    assert_sessions_equal_pandas(tmp_path / "out.db")
-    assert_clock_names_durable_checkpoints(tmp_path)
-
-
-@pytest.mark.usefixtures("spark_lock")
-def test_sessions_killed_at_crash_points_then_path_b(tmp_path):
-    crasher = Crasher("sessions", session_args(tmp_path), tmp_path)
-    # The first kill comes before the first clock (no path B yet), the second after it.
+    starts = [recovery_path(crasher.crash_at(point, 2).log) for point in (CrashPoint.GROUP, CrashPoint.SINK,
+                                                                          CrashPoint.COMMITTED)]
+    # Spark's checkpoint goes after each of the next kills: path B follows them.
     from_clock = crasher.crash_and_lose_sparks_checkpoint(tmp_path / "ck",
-                                                          [(CrashPoint.CHECKPOINTS, 2), (CrashPoint.CLOCK, 3)])
+                                                          [(CrashPoint.CHECKPOINTS, 2), (CrashPoint.CLOCK, 2)])
     final = crasher.run()
     assert final.returncode == 0, final.log
-    assert from_clock >= 1 and "recovery path B" in final.log, f"seed {crasher.seed}"
+    assert (starts, from_clock, recovery_path(final.log)) == (["fresh", "A", "A"], 2, "B"), f"seed {crasher.seed}"
     assert_sessions_equal_pandas(tmp_path / "out.db")
     assert_clock_names_durable_checkpoints(tmp_path)
