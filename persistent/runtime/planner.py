@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -230,6 +231,7 @@ class Plan:
             spark.conf.set(name, value)
         try:
             query = writer.start()
+            _wait_for_sources(query)
         finally:
             for name, value in previous.items():
                 if value is None:
@@ -327,6 +329,19 @@ CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 #: (pip's pyspark has none) starts a ``readlink`` process for each file it renames: the
 #: count example's driver started 499 processes in nine micro-batches, and 115 with this.
 LOCAL_CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
+#: A query's status while it has not made its sources yet (Spark's ``StreamExecution``).
+_INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
+
+
+def _wait_for_sources(query, timeout_s: float = 60) -> None:
+    """Returns once ``query`` has made its sources, or has ended: a source reads the
+    session's settings when it is made (a file source, for the log of the files it
+    read), after ``start`` has returned."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status["message"] in _INITIALIZING and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _on_local_disk(spark, location: str) -> bool:
