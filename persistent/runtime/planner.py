@@ -327,7 +327,8 @@ CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 #: renames with one ``rename(2)`` (atomic, replacing the target, on a local disk). Spark's
 #: default goes through Hadoop's ``FileContext``, which without Hadoop's native library
 #: (pip's pyspark has none) starts a ``readlink`` process for each file it renames: the
-#: count example's driver started 499 processes in nine micro-batches, and 115 with this.
+#: count example's driver started 499 processes in nine micro-batches, 114 with this
+#: (a ``chmod`` for each new file).
 LOCAL_CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
