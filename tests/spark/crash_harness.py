@@ -208,11 +208,12 @@ class Crasher:
         deadline = time.monotonic() + delay
         return self._finish(process, log, kill=self._wait(process, log, lambda: time.monotonic() >= deadline, delay + 5))
 
-    def disturb_after(self, needle: str, disturb, timeout_s: float = 300) -> Outcome:
+    def disturb_after(self, needle: str, disturb, timeout_s: float = 300, standby_next: bool = False) -> Outcome:
         """Once the log shows ``needle``, calls ``disturb(pid)`` with the job's process id
         (a fault outside the job: a server restarted, a process killed) and lets the job
-        run to its end, whichever way it ends."""
-        process, log = self._start({})
+        run to its end, whichever way it ends. With ``standby_next`` (a test that restarts
+        the job after) the next run starts meanwhile as its standby."""
+        process, log = self._start({}, standby_next=standby_next)
         if not self._wait(process, log, lambda: needle in log.read_text(errors="replace"), timeout_s):
             self._finish(process, log, kill=False)
             raise AssertionError(f"the job ended before {needle!r} appeared in {log}")

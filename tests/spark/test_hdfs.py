@@ -100,7 +100,8 @@ def test_window_average_on_hdfs_killed_then_path_a_and_path_b(tmp_path, on_hdfs)
 def test_a_namenode_restart_while_the_job_runs_is_ridden_out_or_named_and_a_restart_is_exact(tmp_path, on_hdfs):
     on_hdfs.write_corpus(range(FILES))
     crasher = wordcount(tmp_path, on_hdfs)
-    disturbed = crasher.disturb_after("batch 0.3:", lambda _: on_hdfs.cluster.restart_namenode())
+    disturbed = crasher.disturb_after("batch 0.3:", lambda _: on_hdfs.cluster.restart_namenode(),
+                                      standby_next=True)
     assert disturbed.returncode == 0 or on_hdfs.uri in disturbed.log, disturbed.log
     finish(crasher, "A")
     assert wordcount_sink(tmp_path) == expected_counts(corpus_file(n) for n in range(FILES))
@@ -111,7 +112,7 @@ def test_a_lost_datanode_fails_the_job_naming_a_file_and_after_its_return_a_rest
     on_hdfs.write_corpus(range(FILES))
     crasher = wordcount(tmp_path, on_hdfs)
     try:
-        failed = crasher.disturb_after("batch 0.3:", lambda _: on_hdfs.cluster.stop_datanode())
+        failed = crasher.disturb_after("batch 0.3:", lambda _: on_hdfs.cluster.stop_datanode(), standby_next=True)
     finally:
         on_hdfs.cluster.start_datanode()
     assert failed.returncode != 0 and on_hdfs.uri in failed.log, failed.log
