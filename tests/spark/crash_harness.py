@@ -158,9 +158,10 @@ class Crasher:
             raise AssertionError(f"run {self.runs} did not finish in {timeout_s} s (seed {self.seed}); log: {log}")
         return self._finish(process, log, kill=False)
 
-    def run(self, timeout_s: float = 300) -> Outcome:
-        """One run to its end."""
-        process, log = self._start({})
+    def run(self, timeout_s: float = 300, standby_next: bool = False) -> Outcome:
+        """One run to its end. With ``standby_next`` (a test that runs the job again after)
+        the next run starts meanwhile as its standby."""
+        process, log = self._start({}, standby_next=standby_next)
         return self._to_the_end(process, log, timeout_s)
 
     def crash_at(self, point: CrashPoint, arrival: int, timeout_s: float = 300) -> Outcome:

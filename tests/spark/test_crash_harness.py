@@ -79,13 +79,15 @@ def test_the_run_after_a_kill_is_its_standby_which_waits_for_its_gate_and_learns
     assert third.returncode == 0 and third.log == "standby at ''\n" and not _STANDBYS  # no kill follows a run
 
 
-def test_a_disturbed_run_that_a_restart_follows_has_the_restart_start_as_its_standby(tmp_path):
+def test_a_disturbed_run_or_a_whole_one_that_a_restart_follows_can_have_it_start_as_its_standby(tmp_path):
     crasher = stand_in(tmp_path, STANDS_BY + "    time.sleep(1)\n", standby=True)
     disturbed = []
     first = crasher.disturb_after("cold at", disturbed.append, timeout_s=30, standby_next=True)
     assert first.returncode == 0 and first.log == "cold at ''\n" and len(disturbed) == 1
-    second = crasher.run(timeout_s=30)
-    assert second.returncode == 0 and second.log == "standby at ''\n" and not _STANDBYS
+    second = crasher.run(timeout_s=30, standby_next=True)
+    assert second.returncode == 0 and second.log == "standby at ''\n"
+    third = crasher.run(timeout_s=30)
+    assert third.returncode == 0 and third.log == "standby at ''\n" and not _STANDBYS
 
 
 def test_a_standby_no_run_took_is_killed_after_its_test(tmp_path):

@@ -47,9 +47,9 @@ def sink_counts(workdir) -> dict[str, int]:
         return dict(db.execute("SELECT key, count FROM counts").fetchall())
 
 
-def finish(crasher: Crasher, workdir, topic: Topic, path: str) -> str:
-    """Runs the job to its end; checks the counts and the clock; returns the run's log."""
-    final = crasher.run()
+def finish(crasher: Crasher, workdir, topic: Topic, path: str, standby_next: bool = False) -> str:
+    """Runs the job to its end (``Crasher.run``); checks the counts and the clock; returns the run's log."""
+    final = crasher.run(standby_next=standby_next)
     assert final.returncode == 0, final.log
     assert f"recovery path {path}" in final.log, final.log
     assert sink_counts(workdir) == topic.written, f"seed {crasher.seed}"
@@ -76,7 +76,7 @@ def test_path_b_rewinds_every_partition_by_timestamp_even_one_without_records_af
     # starts at its end.
     topic.write(spread(1, 300, 4))
     crasher = Crasher("count", kafka_args(tmp_path, topic), tmp_path, submit=SUBMIT)
-    assert crasher.run().returncode == 0
+    assert crasher.run(standby_next=True).returncode == 0
     topic.write(spread(1_201, 2_400, 4, partitions=(0, 1)))
     from_clock = crasher.crash_and_lose_sparks_checkpoint(tmp_path / "ck", [(CrashPoint.COMMITTED, 4),
                                                                              (CrashPoint.SINK, 3)])
@@ -119,12 +119,12 @@ def test_records_the_clock_needs_deleted_by_retention_fail_the_restart_before_it
 def test_counts_are_exact_a_rerun_changes_nothing_and_a_partition_added_between_runs_is_read_once(tmp_path, topic):
     topic.write(spread(1, 1_500, 4))
     crasher = Crasher("count", kafka_args(tmp_path, topic), tmp_path, submit=SUBMIT)
-    first = crasher.run()
+    first = crasher.run(standby_next=True)
     assert first.returncode == 0, first.log
     assert sink_counts(tmp_path) == topic.written
-    finish(crasher, tmp_path, topic, "A")  # nothing new: nothing changes
+    finish(crasher, tmp_path, topic, "A", standby_next=True)  # nothing new: nothing changes
     added = topic.add_partition()
     topic.write(spread(6_001, 900, 4, partitions=(added, 0)))
-    finish(crasher, tmp_path, topic, "A")
+    finish(crasher, tmp_path, topic, "A", standby_next=True)
     shutil.rmtree(tmp_path / "ck" / "spark")  # and from the clock, with the new partition
     finish(crasher, tmp_path, topic, "B")

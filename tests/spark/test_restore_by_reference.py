@@ -58,13 +58,13 @@ def test_wordcount_killed_in_the_first_micro_batch_after_path_b_restores_by_refe
             "--output", f"sqlite://{tmp_path / 'out.db'}", "--available-now", "--key-groups", "4",
             "--files-per-batch", "2"]
     crasher = Crasher("wordcount", args, tmp_path)
-    assert crasher.run().returncode == 0
+    assert crasher.run(standby_next=True).returncode == 0
 
     shutil.rmtree(tmp_path / "ck" / "spark")
     write_files(tmp_path / "in", range(6, 9))
     killed = crasher.crash_at(CrashPoint.GROUP, 1)  # the path-B generation's first micro-batch
     assert "recovery path B" in killed.log, killed.log
-    resumed = crasher.run()
+    resumed = crasher.run(standby_next=True)
     assert resumed.returncode == 0 and "recovery path A" in resumed.log, resumed.log
     assert wordcount_sink(tmp_path) == expected_counts(corpus_file(n) for n in range(9))
 
