@@ -94,7 +94,8 @@ def kill_session(session: int) -> None:
 class Crasher:
     """Runs ``examples/EXAMPLE.py ARGS`` (or the script at the path ``example``) again and
     again in ``workdir``; ``submit`` holds more spark-submit options. With ``standby``,
-    a run to be killed has the next one start as its standby."""
+    a run to be killed, or one started with ``standby_next``, has the next one start as
+    its standby."""
 
     def __init__(self, example: str | Path, args: list[str], workdir: Path, master: str = "local[2]",
                  seed: int | None = None, submit: tuple[str, ...] = (), standby: bool = True):
