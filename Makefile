@@ -1,5 +1,7 @@
 # Two commands: `make demo` runs the word count example, `make test` runs the tests.
 # Each creates (or reuses) the virtual environment .venv from setup.cfg.
+# `make test` runs pytest in two processes (pytest-xdist): the Spark tests one after
+# another in one of them, the other tests beside them (tests/conftest.py).
 # `make soak` runs the sustained-load test (minutes; CI runs it after `make test`).
 # `make bench` runs the benchmark (bench/run.py; BENCH_ARGS passes options to it).
 # `make mutants` runs the mutation tests (docs/testing.md).
@@ -30,7 +32,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python tests/jvm_servers.py
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
 soak: $(STAMP)
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies

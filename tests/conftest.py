@@ -1,6 +1,6 @@
 """Real PostgreSQL, Redis, Kafka and HDFS servers for the integration tests, and file
 systems that fail on purpose for the storage-fault tests; under CI, a run that skipped or
-deselected a test fails.
+deselected a test fails (``every_test_runs``); the Spark tests run one after another.
 
 Kafka (a KRaft broker) and HDFS (a MiniDFSCluster) are real JVM servers from Maven
 Central (``jvm_servers``), started once per run on loopback ports.
@@ -35,7 +35,8 @@ from collections.abc import Callable
 
 import pytest
 
-from profiles import CI
+import every_test_runs
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -356,29 +357,15 @@ def mounts():
     made.undo_all()
 
 
-#: Tests this run did not run, each with its reason.
-_NOT_RUN: list[str] = []
+def pytest_configure(config):
+    config.pluginmanager.register(every_test_runs, "every_test_runs")
 
 
-def pytest_deselected(items):
-    _NOT_RUN.extend(f"{item.nodeid}: deselected" for item in items)
-
-
-def pytest_runtest_logreport(report):
-    if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _NOT_RUN.append(f"{report.nodeid}: {'expected to fail' if hasattr(report, 'wasxfail') else 'skipped'} ({reason})")
-
-
-def pytest_sessionfinish(session, exitstatus):
-    """Under CI every test runs: a skip or a deselection fails the run."""
-    if CI and _NOT_RUN and exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter):
-    if _NOT_RUN:
-        verdict = "each fails the run under CI" if CI else "under CI each would fail the run"
-        terminalreporter.section(f"{len(_NOT_RUN)} tests not run ({verdict})")
-        for line in _NOT_RUN:
-            terminalreporter.write_line(line)
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist names the groups' tests
+def pytest_collection_modifyitems(items):
+    """The Spark tests take turns in one process (one Spark session, one Spark job at a
+    time): under pytest-xdist's ``--dist loadgroup`` (``make test``) they are one group,
+    which one worker runs while the others run the rest."""
+    for item in items:
+        if item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.xdist_group("spark"))
