@@ -369,3 +369,14 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(autouse=True)
+def spark_tests_grouped(request):
+    """pytest-xdist groups tests by their names (``NAME@spark``), which pytest 9.2's names
+    ignore (pytest-dev/pytest-xdist#1386, hence setup.cfg's ``pytest<9.2``): the Spark
+    tests would then wait for each other's session in two processes."""
+    grouping = getattr(request.config.option, "loadgroup", False)  # set in the workers of --dist loadgroup
+    if grouping and request.node.get_closest_marker("spark") and not request.node.nodeid.endswith("@spark"):
+        pytest.fail(f"pytest-xdist did not group the Spark tests: pytest {pytest.__version__} "
+                    f"(pytest-dev/pytest-xdist#1386)", pytrace=False)
