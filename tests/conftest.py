@@ -361,6 +361,10 @@ def pytest_configure(config):
     config.pluginmanager.register(every_test_runs, "every_test_runs")
 
 
+#: The pytest-xdist group of the Spark tests.
+SPARK_GROUP = "spark"
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist names the groups' tests
 def pytest_collection_modifyitems(items):
     """The Spark tests take turns in one process (one Spark session, one Spark job at a
@@ -368,7 +372,7 @@ def pytest_collection_modifyitems(items):
     which one worker runs while the others run the rest."""
     for item in items:
         if item.get_closest_marker("spark"):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
 
 
 @pytest.fixture(autouse=True)
@@ -377,6 +381,6 @@ def spark_tests_grouped(request):
     ignore (pytest-dev/pytest-xdist#1386, hence setup.cfg's ``pytest<9.2``): the Spark
     tests would then wait for each other's session in two processes."""
     grouping = getattr(request.config.option, "loadgroup", False)  # set in the workers of --dist loadgroup
-    if grouping and request.node.get_closest_marker("spark") and not request.node.nodeid.endswith("@spark"):
+    if grouping and request.node.get_closest_marker("spark") and not request.node.nodeid.endswith(f"@{SPARK_GROUP}"):
         pytest.fail(f"pytest-xdist did not group the Spark tests: pytest {pytest.__version__} "
                     f"(pytest-dev/pytest-xdist#1386)", pytrace=False)

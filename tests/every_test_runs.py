@@ -15,10 +15,14 @@ from profiles import CI
 
 #: Tests this run did not run, each with its reason, in the order they were found.
 _NOT_RUN: dict[str, None] = {}
+#: The deselected tests of ``_NOT_RUN``, which a pytest-xdist worker hands over.
+_DESELECTED: list[str] = []
 
 
 def pytest_deselected(items):
-    _NOT_RUN.update(dict.fromkeys(f"{item.nodeid}: deselected" for item in items))
+    lines = [f"{item.nodeid}: deselected" for item in items]
+    _DESELECTED.extend(lines)
+    _NOT_RUN.update(dict.fromkeys(lines))
 
 
 def pytest_runtest_logreport(report):
@@ -38,7 +42,7 @@ def pytest_sessionfinish(session, exitstatus):
     """Under CI every test runs: a skip or a deselection fails the run."""
     handed_over = getattr(session.config, "workeroutput", None)
     if handed_over is not None:  # an xdist worker: its skips went with its reports
-        handed_over["deselected"] = [line for line in _NOT_RUN if line.endswith(": deselected")]
+        handed_over["deselected"] = _DESELECTED
     elif CI and _NOT_RUN and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
