@@ -18,6 +18,7 @@ event time seen, so messages sharing the newest time are in order:
 from __future__ import annotations
 
 import json
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,6 +116,28 @@ class Source(ABC):
         return None
 
 
+#: The module Spark runs (``python -m``) for the driver's side of a Python data source's stream.
+STREAM_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+def _quiet_when_spark_hangs_up() -> None:
+    """In a stream runner process (``STREAM_RUNNER``), ends the process without a
+    traceback when it loses its connection to Spark. Spark stops a runner by closing its
+    socket, then killing it; a runner waiting on the socket in between would print the
+    lost connection's traceback on the job's terminal when its query stops (Ctrl-C).
+    An error of the reader itself goes to Spark over the socket, and the runner exits
+    without a traceback: a connection error that reaches the top means Spark hung up."""
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main is None or main.name != STREAM_RUNNER or sys.excepthook is not sys.__excepthook__:
+        return
+
+    def hook(kind, value, traceback):
+        if not issubclass(kind, ConnectionError):
+            sys.__excepthook__(kind, value, traceback)
+
+    sys.excepthook = hook
+
+
 def python_data_source(name: str, schema: Callable[[dict[str, str]], str],
                        reader: Callable[[dict[str, str]], DataSourceStreamReader]) -> type[DataSource]:
     """The Python data source ``name`` whose rows are ``schema(options)`` and whose stream
@@ -129,6 +152,7 @@ def python_data_source(name: str, schema: Callable[[dict[str, str]], str],
             return schema(self.options)
 
         def streamReader(self, schema):
+            _quiet_when_spark_hangs_up()
             return reader(self.options)
 
     return _DataSource
