@@ -122,9 +122,11 @@ STREAM_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 
 def _quiet_when_spark_hangs_up() -> None:
     """In a stream runner process (``STREAM_RUNNER``), ends the process without a
-    traceback when it loses its connection to Spark. Spark stops a runner by closing its
-    socket, then killing it; a runner waiting on the socket in between would print the
-    lost connection's traceback on the job's terminal when its query stops (Ctrl-C).
+    traceback when it loses its connection to Spark. When a query stops, the runner's
+    socket can close before Spark kills the process (``PythonStreamingSourceRunner.stop``
+    kills it; a stopping query's thread may close the socket first); a runner waiting
+    on the socket then printed the lost connection's traceback on the job's terminal
+    (seen at a Ctrl-C).
     An error of the reader itself goes to Spark over the socket, and the runner exits
     without a traceback: a connection error that reaches the top means Spark hung up."""
     main = getattr(sys.modules.get("__main__"), "__spec__", None)

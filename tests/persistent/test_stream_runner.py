@@ -1,8 +1,8 @@
 """The driver's side of a source's Python data source runs in a process of its own,
 pyspark's stream runner, which the JVM asks for offsets and partitions over a socket.
-Spark stops it by closing that socket, then killing the process: a runner still
-waiting on the socket in between must end without a traceback on the job's terminal
-(a Ctrl-C stopping the query). The test plays the JVM's part over a real socket and hangs
+When a query stops, that socket can close before Spark kills the process: a runner
+waiting on the socket then must end without a traceback on the job's terminal (a
+Ctrl-C stopping the query). The test plays the JVM's part over a real socket and hangs
 up with a reset, as a JVM's socket closed with data unread does."""
 
 from __future__ import annotations
