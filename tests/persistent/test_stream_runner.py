@@ -67,3 +67,26 @@ def test_a_stream_runner_that_spark_hangs_up_on_ends_without_a_traceback(tmp_pat
             if runner.poll() is None:
                 runner.kill()
     assert runner.returncode != 0 and "Traceback" not in errors, errors
+
+
+#: A process that passes for a stream runner, lets a source quiet it, then fails with ``{error}``.
+PASSES_FOR_A_RUNNER = """
+import sys, types
+sys.modules["__main__"].__spec__ = types.SimpleNamespace(name={runner!r})
+from persistent.sources.base import _quiet_when_spark_hangs_up
+_quiet_when_spark_hangs_up()
+raise {error}
+"""
+
+
+def test_in_a_stream_runner_only_a_lost_connection_ends_quietly():
+    def stderr(error: str) -> str:
+        code = PASSES_FOR_A_RUNNER.format(runner=STREAM_RUNNER, error=error)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1
+        return done.stderr
+
+    assert stderr("ConnectionResetError(104, 'Connection reset by peer')") == ""
+    assert stderr("BrokenPipeError(32, 'Broken pipe')") == ""
+    failed = stderr("ValueError('a bug')")
+    assert "Traceback" in failed and "ValueError: a bug" in failed
