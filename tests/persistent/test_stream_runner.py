@@ -14,7 +14,7 @@ import struct
 import subprocess
 import sys
 
-from pyspark.serializers import CloudPickleSerializer, read_int, write_int, write_with_length
+from pyspark.serializers import CloudPickleSerializer, UTF8Deserializer, read_int, write_int, write_with_length
 from pyspark.sql.types import LongType, StringType, StructType
 
 from persistent.sources.base import STREAM_RUNNER
@@ -27,10 +27,6 @@ MESSAGES = StructType().add("key", StringType()).add("timestamp", LongType()).ad
 
 def _write_text(text: str, out) -> None:
     write_with_length(text.encode("utf-8"), out)
-
-
-def _read_text(stream) -> str:
-    return stream.read(read_int(stream)).decode("utf-8")
 
 
 def test_a_stream_runner_that_spark_hangs_up_on_ends_without_a_traceback(tmp_path):
@@ -47,7 +43,7 @@ def test_a_stream_runner_that_spark_hangs_up_on_ends_without_a_traceback(tmp_pat
             server.settimeout(60)
             connection, _ = server.accept()
             stream = connection.makefile("rwb")
-            assert _read_text(stream) == secret
+            assert UTF8Deserializer().loads(stream) == secret
             _write_text("ok", stream)
             stream.flush()
             assert read_int(stream) == runner.pid
