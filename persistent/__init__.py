@@ -10,6 +10,7 @@ from persistent.core.errors import PersistentError
 __all__ = [
     "PersistentError",
     "PersistentTask",
+    "MonoidTask",
     "KeyState",
     "Message",
     "TaskDefinitionError",
@@ -42,6 +43,7 @@ __all__ = [
 # `import persistent` stays light (the `persistent` command's help answers at once).
 _LAZY = {
     "PersistentTask": "persistent.core.task",
+    "MonoidTask": "persistent.core.task",
     "KeyState": "persistent.core.task",
     "Message": "persistent.core.task",
     "TaskDefinitionError": "persistent.core.task",

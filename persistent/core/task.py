@@ -12,6 +12,11 @@ of two forms:
   ``key``, ``timestamp`` and ``value`` (to drop or split messages). It is many times
   faster because no Python code runs per message.
 
+A ``MonoidTask`` writes neither: each message is its monoid's value of the message's
+``value`` (``Count``: 1; ``Averaged``: one observation). Spark computes those values
+itself, so the runtime folds such a task's messages before the shuffle
+(``persistent.runtime.fold``).
+
 Everything else (key groups, checkpoints, the clock, recovery) is the framework's.
 """
 
@@ -23,10 +28,11 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import pandas as pd
 
+from monoids import Averaged, Count
 from persistent.core.errors import PersistentError
 from state.persistent_state import NonWindowState, PersistentState, WindowState
 
-__all__ = ["PersistentTask", "KeyState", "Message", "MESSAGE_COLUMNS", "TaskDefinitionError"]
+__all__ = ["PersistentTask", "MonoidTask", "KeyState", "Message", "MESSAGE_COLUMNS", "TaskDefinitionError"]
 
 
 class TaskDefinitionError(PersistentError, TypeError):
@@ -106,5 +112,39 @@ class PersistentTask(ABC):
             raise TaskDefinitionError(
                 f"{type(self).__name__}.persistent_state() must return a NonWindowState or a "
                 f"WindowState, got {spec!r}"
+            )
+        return spec
+
+
+class MonoidTask(PersistentTask):
+    """A task whose every message is its monoid's value of the message's ``value``:
+    override ``persistent_state`` only, with ``NonWindowState(Count())`` (each message
+    counts one, whatever its value) or ``NonWindowState(Averaged())`` (each value,
+    a finite number, is one observation).
+
+    The runtime folds such a task's on-time messages per key and checkpoint interval
+    in Spark, in the task that reads them, so that one partial value per key and
+    interval crosses Spark's shuffle instead of every message
+    (``persistent.runtime.fold``, where the rule is); a message it does not fold (late,
+    before the restore point, a value the monoid refuses) reaches ``process_batch``
+    below, which gives every message the value the fold gives it."""
+
+    def process_batch(self, messages: pd.DataFrame) -> np.ndarray:
+        spec = self.state_spec()
+        monoid, values = spec.monoid, messages["value"].to_numpy()
+        if type(monoid) is Count:
+            return np.ones(len(values), dtype=np.int64)
+        if type(monoid) is Averaged:
+            return monoid.prepare_column(values)
+        raise TaskDefinitionError(
+            f"{type(self).__name__} is a MonoidTask of {monoid!r}: its monoid must be Count() or Averaged()"
+        )
+
+    def state_spec(self) -> PersistentState:
+        spec = super().state_spec()
+        if not isinstance(spec, NonWindowState) or type(spec.monoid) not in (Count, Averaged):
+            raise TaskDefinitionError(
+                f"{type(self).__name__} is a MonoidTask: its state must be NonWindowState(Count()) or "
+                f"NonWindowState(Averaged()), got {spec!r}"
             )
         return spec

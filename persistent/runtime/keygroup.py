@@ -29,7 +29,7 @@ import pyarrow as pa
 from monoids.base import MonoidError
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.core.task import MESSAGE_COLUMNS, KeyState, Message, PersistentTask, TaskDefinitionError
-from persistent.runtime.rows import Marked
+from persistent.runtime.rows import Marked, Partials
 from state.checkpoint_store import MAGIC as RECORD_MAGIC
 from state.checkpoint_store import Stored, check_time_ms, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
@@ -373,7 +373,7 @@ class KeyGroup:
 
     def apply(
         self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0,
-        marked: Marked | None = None,
+        marked: Marked | None = None, partials: Partials | None = None,
     ) -> Applied:
         """Runs the task over ``messages`` (columns ``key``, ``timestamp`` in integer ms
         and ``value``; the task sees only these), after the bad records ``marked`` by
@@ -387,6 +387,10 @@ class KeyGroup:
         (``replayed``): they were handled before it. Messages behind ``watermark_ms``
         (the job's watermark in this micro-batch) or the last checkpoint are late:
         returned, not applied, since what they would change may be published.
+
+        ``partials`` are messages folded before the shuffle (``persistent.runtime.fold``):
+        their values, which the task does not see, fold into the table after the
+        messages'; a partial the monoid refuses is a bad record of its own.
         """
         times = messages["timestamp"].to_numpy()
         before = self._before(times)
@@ -402,20 +406,31 @@ class KeyGroup:
             messages = messages.loc[~dropped, list(MESSAGE_COLUMNS)]
         elif list(messages.columns) != list(MESSAGE_COLUMNS):
             messages = messages[list(MESSAGE_COLUMNS)]
-        if not len(messages):
+        folded = partials.messages if partials is not None else 0
+        if folded and (partials.earliest < max(watermark_ms, self.table.sealed_ms, self.floor_ms)).any():
+            raise StateValueError(
+                f"messages folded before the shuffle include some before the watermark {watermark_ms} ms, the "
+                f"last checkpoint {self.table.sealed_ms} ms or the restore point {self.floor_ms} ms: the "
+                "micro-batch's watermark did not reach Spark's tasks as the key groups see it")
+        if not len(messages) and not folded:
             return Applied(0, replayed, late, bad)
         late_before = self.table.late_count
         table = self.table.copy()
         try:
-            if self.task.vectorized:
-                refused = self._apply_batch(messages, bad_records)
-            else:
-                refused = self._apply_messages(messages, bad_records)
+            refused = []
+            if len(messages):
+                refused = self._apply_batch(messages, bad_records) if self.task.vectorized else \
+                    self._apply_messages(messages, bad_records)
+            if folded:
+                refused += self._update(
+                    _Updates(partials.keys, partials.timestamps, partials.values, np.full(len(partials.keys), -1)),
+                    messages, bad_records)
         except BaseException:
             self.table = table
             raise
         late_updates = self.table.late_count - late_before
-        return Applied(len(messages) - len(refused) - late_updates, replayed, late, bad + refused, late_updates)
+        return Applied(len(messages) + folded - len(refused) - late_updates, replayed, late, bad + refused,
+                       late_updates)
 
     def _before(self, times_ms: np.ndarray) -> np.ndarray:
         """Which times are before the restore point (a NaN, no time, is not)."""

@@ -59,9 +59,11 @@ from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
 from persistent.core.errors import JobDirectoryInUseError
+from persistent.core.task import MonoidTask
 from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
+from persistent.runtime.fold import WATERMARK_PROPERTY, Fold, fold_of, folded, load_extension
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
@@ -71,7 +73,7 @@ from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
-                                     kind, marked_columns, message_columns, no_mark, watermarked)
+                                     job_watermark_ms, kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
@@ -199,8 +201,9 @@ class Plan:
         if isinstance(job.source, Source):
             job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         reports = spark.sparkContext.accumulator({}, Reports())
-        results = self._stateful(self._messages(spark, recovery.floor_ms, storage), recovery, directory, storage,
-                                 reports)
+        messages = self._messages(spark, recovery.floor_ms, storage)
+        fold = self._fold(spark, messages)
+        results = self._stateful(messages, recovery, directory, storage, reports, fold)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
         rewind_positions = (job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source)
@@ -211,7 +214,8 @@ class Plan:
                         self.checkpoints, listeners, rewind_positions=rewind_positions,
                         whole_every_ms=whole_every_ms(job.checkpoint_interval_ms))
         name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
-        writer = results.writeStream.queryName(name).foreachBatch(_ForeachBatch(commit, reports, job.dead_letters))
+        writer = results.writeStream.queryName(name).foreachBatch(
+            _ForeachBatch(commit, reports, job.dead_letters, folds=fold is not None))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -268,7 +272,21 @@ class Plan:
         types = {c.name: c.dataType for c in prepared.schema}
         return prepared.unionByName(raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(*marked_columns(types)))
 
-    def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports):
+    def _fold(self, spark, messages) -> Fold | None:
+        """How the job folds its messages before the shuffle (``persistent.runtime.fold``),
+        if it does; a ``MonoidTask``'s job says which way it runs."""
+        if not isinstance(self.job.task, MonoidTask):
+            return None
+        fold, why = fold_of(self.job.task, messages.schema[VALUE].dataType.simpleString())
+        if fold is not None:
+            unloaded = load_extension(spark)
+            if unloaded:
+                fold, why = None, f"every message crosses the shuffle: {unloaded}"
+        stderr.line(f"[persistent] {why}")
+        return fold
+
+    def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports,
+                  fold: Fold | None = None):
         """The key groups' rows, one per group with results or dead letters
         (``persistent.runtime.stateful.output_schema``); each group adds its
         ``GroupReport`` to the accumulator ``reports``. The groups' input is
@@ -286,10 +304,13 @@ class Plan:
             types = {c.name: c.dataType for c in rows.schema}
             rows = rows.unionByName(heartbeats(messages.sparkSession, recovery, directory).select(
                 *heartbeat_columns(types)))
-        grouped = watermarked(rows, job.watermark_delay_ms).withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
+        rows = watermarked(rows, job.watermark_delay_ms)
+        if fold is not None:
+            rows = folded(rows, fold, recovery.floor_ms, job.checkpoint_interval_ms)
+        grouped = rows.withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
-            self.late_records, self.delivery.carries_state(self.windowed), storage, reports,
+            self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
         )
         return grouped.applyInPandasWithState(
             function, output_schema(key_type, value_type), "table binary", "Update", GroupStateTimeout.EventTimeTimeout
@@ -368,13 +389,22 @@ def _ship_by_value(task_class: type) -> None:
 class _ForeachBatch:
     """Spark's ``foreachBatch``: hands each micro-batch (``_SparkBatch``) to ``Commit``."""
 
-    def __init__(self, commit: Commit, reports, dead_letters: DeadLetters):
+    def __init__(self, commit: Commit, reports, dead_letters: DeadLetters, folds: bool = False):
         self.commit, self.dead_letters = commit, dead_letters
         #: The accumulator the key groups add their ``GroupReport`` to.
         self.reports = reports
+        #: Whether the job folds its messages before the shuffle: its tasks read the
+        #: micro-batch's watermark from a local property (``persistent.runtime.fold``).
+        self.folds = folds
 
     def __call__(self, frame, batch_id: int) -> None:
         self.reports.value = {}
+        context = frame.sparkSession.sparkContext
+        if self.folds:
+            # What each key group takes for its watermark (run_group), for the tasks before the shuffle.
+            spark_ms = self.commit.directory.spark_log.watermark_ms(batch_id)
+            context.setLocalProperty(WATERMARK_PROPERTY,
+                                     str(max(job_watermark_ms(spark_ms), self.commit.recovery.floor_ms)))
         # The computing job fills Spark's cache (a row per key group): the dead letters,
         # and the sink when it did not compute the batch itself, read it.
         frame.persist()
@@ -389,6 +419,8 @@ class _ForeachBatch:
             raise
         finally:
             frame.unpersist()
+            if self.folds:
+                context.setLocalProperty(WATERMARK_PROPERTY, None)
 
 
 class _SparkBatch:

@@ -14,6 +14,12 @@ in its ``kind`` (``Kind``):
   types;
 - a **heartbeat** (``persistent.runtime.heartbeats``): it only wakes its group.
 
+A job that folds its messages before the shuffle (``persistent.runtime.fold``) adds
+``folded``, ``count`` and the partial values' columns (``PARTIAL``): a **partial** is
+a message row with ``folded`` true, the fold of ``count`` on-time messages of one key
+and checkpoint interval read in one source partition, ``timestamp`` the newest of
+them and ``earliest`` the oldest; any other row stands for ``count`` equal rows.
+
 ``grp`` holds the key group's slot, which Spark groups the rows by
 (``persistent.runtime.layout``), and ``event_time`` a message's event time for
 Spark's watermark, nulled before the grouping (``watermarked``).
@@ -42,7 +48,7 @@ from persistent.core.task import MESSAGE_COLUMNS
 __all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_TIME", "ARROW_BATCH_ROWS",
            "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
            "heartbeat_columns", "no_mark", "watermarked", "spark_delay", "job_watermark_ms", "timeout_ms",
-           "Marked", "GroupRows", "decode"]
+           "FOLDED", "COUNT", "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
 
 KEY, TIMESTAMP, VALUE = MESSAGE_COLUMNS
 #: The column of a row's ``Kind``.
@@ -54,6 +60,13 @@ PART = "part"
 GROUP = "grp"
 #: The column of a message's event time that carries Spark's watermark.
 EVENT_TIME = "event_time"
+
+#: The columns of a folded job's rows (``persistent.runtime.fold``): whether a row is a
+#: partial, how many rows it stands for, and the prefix of its partial values' columns.
+FOLDED = "folded"
+COUNT = "count"
+EARLIEST = "earliest"
+PARTIAL = "partial_"
 
 #: Rows per Arrow batch between the JVM and the key groups' Python workers: a key
 #: group's rows in one chunk (Spark hands a group's state to Python again with each).
@@ -236,6 +249,23 @@ class Marked:
 
 
 @dataclass(frozen=True)
+class Partials:
+    """A key group's partials (``persistent.runtime.fold``), in the order the group folds
+    them: keys, newest and oldest event times (``int64`` ms) of their messages, their
+    folded monoid values (a column of the monoid's) and the messages each holds."""
+
+    keys: np.ndarray
+    timestamps: np.ndarray
+    earliest: np.ndarray
+    values: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def messages(self) -> int:
+        return int(self.counts.sum())
+
+
+@dataclass(frozen=True)
 class GroupRows:
     """A key group's rows of a micro-batch, decoded (``decode``)."""
 
@@ -243,16 +273,21 @@ class GroupRows:
     #: the group folds them.
     messages: pd.DataFrame
     marked: Marked
+    #: The messages folded before the shuffle, if the job folds.
+    partials: Partials | None = None
 
     @property
     def count(self) -> int:
-        """Messages and bad records."""
-        return len(self.messages) + len(self.marked.records)
+        """Messages (folded ones included) and bad records."""
+        folded = self.partials.messages if self.partials is not None else 0
+        return len(self.messages) + len(self.marked.records) + folded
 
     @property
     def newest_ms(self) -> int:
-        """The newest event time of the messages; -1 without any."""
+        """The newest event time of the messages, folded ones included; -1 without any."""
         times = self.messages[TIMESTAMP].to_numpy()
+        if self.partials is not None:
+            times = np.concatenate([times, self.partials.timestamps])
         return int(times.max()) if len(times) else -1
 
 
@@ -260,9 +295,11 @@ class GroupRows:
 _READ = (KIND, *MESSAGE_COLUMNS, BAD_RECORD_COLUMN, PART)
 
 
-def decode(frames: Iterable[pd.DataFrame]) -> GroupRows:
+def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
     """A key group's rows from Spark's chunks of them (``applyInPandasWithState``),
-    without heartbeats, by kind.
+    without heartbeats, by kind; with ``values`` (``persistent.runtime.fold.Fold.values``:
+    the partial values' columns to a monoid column), the rows of a folded job, whose
+    partials it returns apart and whose other rows it repeats as often as they count.
 
     Both messages and bad records are in the order the group folds them: by event
     time, then source partition, then their order in it, the same in every run of a
@@ -275,6 +312,9 @@ def decode(frames: Iterable[pd.DataFrame]) -> GroupRows:
     column with nulls (a heartbeat's or bad record's time) arrives as floats."""
     chunks = list(frames)
     columns = {name: _joined([chunk[name].to_numpy() for chunk in chunks]) for name in _READ}
+    partials = None
+    if values is not None:
+        columns, partials = _unfolded(columns, chunks, values)
     kinds = columns[KIND]
     messages = kinds == Kind.MESSAGE
     bad = kinds == Kind.BAD_RECORD
@@ -293,7 +333,28 @@ def decode(frames: Iterable[pd.DataFrame]) -> GroupRows:
         marked = Marked(bad_times, columns[BAD_RECORD_COLUMN][bad])
         if order is not None:
             marked = Marked(bad_times[order], marked.records[order])
-    return GroupRows(pd.DataFrame(frame, copy=False), marked)
+    return GroupRows(pd.DataFrame(frame, copy=False), marked, partials)
+
+
+def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, Partials]:
+    """A folded job's rows (``columns``, read from ``chunks``) as its partials, in the
+    order the group folds them (newest event time, source partition, key), and its
+    other rows, each repeated ``count`` times."""
+    folded = _joined([chunk[FOLDED].to_numpy() for chunk in chunks]).astype(bool)
+    counts = _joined([chunk[COUNT].to_numpy() for chunk in chunks]).astype(np.int64)
+    names = [name for name in chunks[0].columns if name.startswith(PARTIAL)] if chunks else []
+    partial = {name: _joined([chunk[name].to_numpy() for chunk in chunks])[folded] for name in names}
+    times = columns[TIMESTAMP][folded].astype(np.int64)
+    earliest = _joined([chunk[EARLIEST].to_numpy() for chunk in chunks])[folded].astype(np.int64)
+    fields = [columns[KEY][folded], times, earliest, values(counts[folded], partial), counts[folded]]
+    # Spark emits a partition's partials in its hash table's order: by key too (a hash of
+    # it, whose value is the same in every process), so that the table takes new keys in
+    # the same order in every run of a micro-batch (the same checkpoint bytes).
+    order = np.lexsort((pd.util.hash_array(fields[0]), columns[PART][folded], times))
+    fields = [field[order] for field in fields]
+    rest = counts[~folded]
+    repeat = np.repeat(np.flatnonzero(~folded), rest) if (rest != 1).any() else np.flatnonzero(~folded)
+    return {name: column[repeat] for name, column in columns.items()}, Partials(*fields)
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:

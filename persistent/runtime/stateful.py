@@ -26,6 +26,7 @@ import pandas as pd
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords, late_messages
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
+from persistent.runtime.fold import Fold
 from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
@@ -68,12 +69,14 @@ def group_function(
     carries: bool,
     storage: JobStorage,
     reports,
+    fold: Fold | None = None,
 ):
     """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
     checkpointed every ``interval_ms`` (with ``checkpoints``) into ``storage``, in the
     generation ``recovery`` began; bad records and late messages handled as ``mode``
     and ``late_records`` say; the state kept in Spark's state store if it ``carries``
-    over to the next micro-batch; reports added to the accumulator ``reports``. Only
+    over to the next micro-batch; reports added to the accumulator ``reports``; with
+    ``fold``, the rows of a job that folds its messages before the shuffle. Only
     these travel to the executors, not the job (its source and sink stay on the driver)."""
     floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
 
@@ -94,11 +97,11 @@ def group_function(
         bad: list[str] = []
         late_output: list[str] = []
         watermark_ms = max(job_watermark_ms(state.getCurrentWatermarkMs()), floor_ms)
-        rows = decode(frames)
+        rows = decode(frames, fold.values if fold is not None else None)
         if rows.count:
             max_time_ms = rows.newest_ms
             try:
-                outcome = group.apply(rows.messages, mode, watermark_ms, rows.marked)
+                outcome = group.apply(rows.messages, mode, watermark_ms, rows.marked, rows.partials)
                 applied, replayed, late = outcome.applied, outcome.replayed, outcome.late_count
                 bad = [record.json() for record in outcome.bad]
                 if late_records is LateRecords.OUTPUT:

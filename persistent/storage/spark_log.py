@@ -54,12 +54,25 @@ class SparkLog:
     def source_offsets(self, batch: int) -> list[str]:
         """The end offsets (JSON, one per source of the query) of micro-batch ``batch``:
         the lines of its offset log entry after the version and the batch's metadata."""
+        return self._entry(batch)[2:]
+
+    def watermark_ms(self, batch: int) -> int:
+        """Spark's watermark in micro-batch ``batch`` (``GroupState.getCurrentWatermarkMs()``
+        in it), from the batch's metadata."""
+        entry = self._entry(batch)
+        try:
+            return int(json.loads(entry[1])["batchWatermarkMs"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptCheckpointError(f"micro-batch {batch}'s offset log entry has no watermark: {exc}",
+                                         self.fs.join(self._offsets, str(batch))) from None
+
+    def _entry(self, batch: int) -> list[str]:
         entry = self.fs.join(self._offsets, str(batch))
         lines = self.fs.read_bytes(entry).decode().splitlines()
         if len(lines) < 3:
             raise CorruptCheckpointError(f"{entry} holds {len(lines)} lines, not a version, metadata and offsets",
                                          entry)
-        return lines[2:]
+        return lines
 
     def write_heartbeats(self, column: str, key_groups: int) -> str:
         """``DIR/spark/heartbeats/``, holding a file of one row per key group (JSON lines

@@ -1,0 +1,197 @@
+"""The fold before the shuffle: a ``MonoidTask``'s messages cross Spark's shuffle as
+one partial value per key group, key, checkpoint interval and source partition.
+
+The key groups' operator shuffles every row to its key group; native Spark's
+aggregation first combines the rows of each key in the task that reads them. A
+monoid's ``plus`` is associative, so a task whose message values Spark can compute
+itself (``MonoidTask``: ``Count``, ``Averaged``) can be folded the same way, and each
+key group folds the partials into its table as it folds messages. Spark's half is
+``persistent/jvm/Fold.scala``, which the runtime compiles against the running Spark
+(the Scala compiler comes with pyspark's jars) and loads into the session
+(``load_extension``).
+
+**The rule.** A job folds when its task is a ``MonoidTask``, its state is not windowed
+(the message values fold per checkpoint interval, not per window pane), its value
+column is of an atomic type (Spark groups the rows that do not fold by it) and the
+session took Spark's half (``load_extension``). A message row folds when it is on
+time: at or after the micro-batch's watermark (``BatchWatermark``, which the driver
+sets for the micro-batch's jobs, ``watermark_property``) and after the restore point,
+and when its value is one the monoid takes (a finite number for ``Averaged``). A
+partial never holds rows of two checkpoint intervals, so never of two sides of a
+checkpoint or of the restore point (a checkpoint time); never late and on-time rows.
+Every other row (late messages, messages before the restore point, values the monoid
+refuses, bad records, heartbeats) crosses as it is, equal rows once with their
+``count``, and the key group handles it as without the fold. A ``MonoidTask``'s job
+says in its first lines which way it runs (``fold_of``, ``load_extension``).
+
+**Order.** A key group folds its partials by their newest event time, then source
+partition, as it folds messages (``persistent.runtime.rows.decode``); within a source
+partition Spark folds a key's rows in their order. A replayed micro-batch (the same
+offsets, the same partitions) folds alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from monoids import Averaged, Count
+from persistent.core.task import MonoidTask
+from persistent.core.badrecords import BAD_RECORD_COLUMN
+from persistent.runtime.rows import (COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PART, PARTIAL, TIMESTAMP,
+                                     VALUE, Kind)
+
+__all__ = ["Fold", "fold_of", "load_extension", "folded", "WATERMARK_PROPERTY", "SOURCE"]
+
+#: Spark's half of the fold.
+SOURCE = Path(__file__).resolve().parent.parent / "jvm" / "Fold.scala"
+#: The local property that carries the micro-batch's watermark to its tasks (``BatchWatermark``).
+WATERMARK_PROPERTY = "persistent.watermark_ms"
+#: Where compiled extensions are kept, one per Spark version and source.
+CACHE_ENV = "PERSISTENT_JVM_CACHE"
+#: The column of a row's checkpoint interval (a message's time when it does not fold).
+_INTERVAL = "interval"
+_ATOMIC = ("string", "bigint", "int", "smallint", "tinyint", "double", "float", "boolean", "binary", "date",
+           "timestamp")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """How a monoid's values fold in Spark, besides the count of messages each partial
+    holds: the aggregate ``functions`` of Spark's half, each over the message value cast
+    to ``casts``' type, and which values fold (``finite``: finite numbers only)."""
+
+    functions: tuple[str, ...]
+    casts: tuple[str, ...]
+    finite: bool
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The partial values' columns, in the order of ``functions``."""
+        return tuple(f"{PARTIAL}{i}" for i in range(len(self.functions)))
+
+    def values(self, counts: np.ndarray, partial: dict) -> np.ndarray:
+        """The monoid column of the partials' values, from the messages each holds
+        (``counts``) and their columns (``columns``)."""
+        if not self.functions:  # Count
+            return counts
+        out = np.zeros(len(counts), dtype=Averaged.dtype)
+        out["count"], out["total"] = counts, partial[self.columns[0]]
+        return out
+
+
+_FOLDS = {
+    Count: Fold((), (), finite=False),
+    Averaged: Fold(("sum",), ("double",), finite=True),
+}
+
+
+def fold_of(task, value_type: str) -> tuple[Fold | None, str]:
+    """The fold of ``task``'s messages, whose value column is of Spark type
+    ``value_type``, or None; and the sentence that says so (the job's first lines)."""
+    if not isinstance(task, MonoidTask):
+        return None, "every message crosses the shuffle (the task is no MonoidTask)"
+    if value_type not in _ATOMIC:
+        return None, f"every message crosses the shuffle (its value is a {value_type}, which Spark cannot group by)"
+    return _FOLDS[type(task.state_spec().monoid)], "messages fold before the shuffle (a MonoidTask)"
+
+
+def folded(rows, fold: Fold, floor_ms: int, interval_ms: int):
+    """The key groups' ``rows`` (``persistent.runtime.rows``, after the watermark),
+    each source partition's on-time messages folded per key group, key and checkpoint
+    interval: partials with ``folded`` true, ``count`` messages, ``timestamp`` the
+    newest of them, the partial values in ``fold.columns`` and a null ``value``;
+    every other row once per distinct row, with its ``count``."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+    from pyspark.sql.classic.column import Column
+
+    spark = rows.sparkSession
+    half = _half(spark)
+    number = F.col(VALUE).try_cast("double")
+    takes = (number.isNotNull() & ~F.isnan(number) & (F.abs(number) != float("inf"))) if fold.finite else F.lit(True)
+    on_time = (F.col(KIND) == int(Kind.MESSAGE)) & (
+        F.col(TIMESTAMP) >= F.greatest(Column(half.watermark()), F.lit(floor_ms)))
+    prepared = rows.withColumn(FOLDED, on_time & takes)
+    interval = F.when(F.col(FOLDED), F.col(TIMESTAMP) - F.pmod(F.col(TIMESTAMP), F.lit(interval_ms)))
+    prepared = prepared.select(
+        *(c for c in prepared.columns if c != VALUE),
+        *(F.col(VALUE).try_cast(cast).alias(f"in_{name}") for cast, name in zip(fold.casts, fold.columns)),
+        F.coalesce(interval, F.col(TIMESTAMP)).alias(_INTERVAL),
+        F.when(~F.col(FOLDED), F.col(VALUE)).alias(VALUE),
+    )
+    grouping = [GROUP, KIND, KEY, PART, FOLDED, _INTERVAL, VALUE, BAD_RECORD_COLUMN, EVENT_TIME]
+    functions = ["count", "max", "min", *fold.functions]
+    inputs = [TIMESTAMP, TIMESTAMP, TIMESTAMP, *(f"in_{name}" for name in fold.columns)]
+    names = [COUNT, TIMESTAMP, EARLIEST, *fold.columns]
+    gateway = spark.sparkContext._gateway
+
+    def strings(values):
+        array = gateway.new_array(gateway.jvm.java.lang.String, len(values))
+        for i, each in enumerate(values):
+            array[i] = each
+        return array
+
+    partial = half.partial(prepared._jdf, *(strings(v) for v in (grouping, functions, inputs, names)))
+    return DataFrame(partial, spark).drop(_INTERVAL)
+
+
+def load_extension(spark) -> str | None:
+    """Compiles Spark's half of the fold for ``spark``'s Spark, if not done before, and
+    loads it into the session: the driver's class loader, the executors' jars and the
+    session's planner. Returns None, or why it could not (no fold then)."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jar = _compiled(spark.version, jvm.System.getProperty("java.class.path"),
+                        jvm.System.getProperty("java.home"))
+        url = jvm.java.io.File(str(jar)).toURI().toURL()
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        if not any(str(u) == str(url) for u in loader.getURLs()):
+            loader.addURL(url)
+            spark.sparkContext._jsc.sc().addJar(str(jar))
+        _half(spark).register(spark._jsparkSession)
+    except (OSError, subprocess.CalledProcessError, RuntimeError) as exc:
+        return f"Spark's half of the fold is not loaded: {exc}"
+    except Exception as exc:  # Py4J: the class loader is not Spark's, or the class did not load
+        return f"Spark's half of the fold is not loaded: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _half(spark):
+    """Spark's half of the fold (``Fold`` of ``SOURCE``), through Py4J."""
+    return spark.sparkContext._jvm.org.apache.spark.sql.persistent.Fold
+
+
+def _cache() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "persistent-state" / "jvm")
+
+
+def _compiled(spark_version: str, classpath: str, java_home: str) -> Path:
+    """The jar of ``SOURCE`` compiled for Spark ``spark_version`` (whose jars are on the
+    driver's ``classpath``), kept in ``_cache()`` by version and source."""
+    source = SOURCE.read_bytes()
+    jar = _cache() / f"persistent-fold-{spark_version}-{hashlib.sha256(source).hexdigest()[:16]}.jar"
+    if jar.exists():
+        return jar
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=jar.parent) as work:
+        classes = Path(work) / "classes"
+        classes.mkdir()
+        java = Path(java_home) / "bin" / "java"
+        done = subprocess.run([str(java), "-cp", classpath, "scala.tools.nsc.Main", "-usejavacp", "-nowarn",
+                               "-d", str(classes), str(SOURCE)], capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            raise RuntimeError(f"the Scala compiler failed on {SOURCE}: {done.stdout}{done.stderr}".strip())
+        staged = Path(work) / jar.name
+        with zipfile.ZipFile(staged, "w") as archive:
+            for path in sorted(classes.rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
+        os.replace(staged, jar)
+    return jar
