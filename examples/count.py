@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from monoids import Count
-from persistent import FilesSource, GeneratorSource, Job, PersistentTask
+from persistent import FilesSource, GeneratorSource, Job, MonoidTask, PersistentTask
 from persistent.tools.options import (
     add_job_options,
     add_kafka_options,
@@ -38,6 +38,13 @@ class MessageCount(PersistentTask):
         state.update(message.timestamp, 1)
 
 
+class FoldedCount(MonoidTask):
+    """The same counts as a MonoidTask: Spark folds each key's messages before the shuffle."""
+
+    def persistent_state(self):
+        return NonWindowState(Count())
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -50,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--total", type=int, default=100_000, help="generator: number of messages")
     p.add_argument("--rows-per-batch", type=int, default=20_000, help="generator: messages per micro-batch")
     p.add_argument("--watermark-delay-ms", type=int, default=0, help="how late (event-time ms) a message may be")
+    p.add_argument("--fold", action="store_true",
+                   help="count with a MonoidTask, whose messages fold before Spark's shuffle (the same counts)")
     add_kafka_options(p)
     add_job_options(p)
     return p
@@ -63,7 +72,7 @@ def build_job(args) -> Job:
     else:
         source = GeneratorSource(keys=args.keys, total=args.total, max_rows_per_batch=args.rows_per_batch)
     return Job(
-        task=MessageCount(),
+        task=FoldedCount() if args.fold else MessageCount(),
         source=source,
         watermark_delay_ms=args.watermark_delay_ms,
         **job_settings(args, table="counts", key_column="key", value_column="count"),

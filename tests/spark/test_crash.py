@@ -116,3 +116,27 @@ def test_out_of_order_and_late_messages_across_restarts_are_not_applied_twice(tm
     # Each key: 12 messages of each of the first two files, 11 of each later one (its
     # five late messages, one a key, are dropped).
     assert sink_counts(tmp_path) == {f"k{k}": 2 * 12 + 4 * 11 for k in range(5)}, f"seed {crasher.seed}"
+
+
+def test_folded_counts_across_kills_on_path_a_path_b_and_a_rescale_are_exact(tmp_path):
+    """The count example with ``--fold``: on-time messages fold before the shuffle, late
+    ones (dropped) and those before the restore point cross as they are."""
+    write_out_of_order_input(tmp_path / "in")
+
+    def crasher(key_groups):
+        args = count_args(tmp_path, "--input", str(tmp_path / "in"), "--watermark-delay-ms", "2000", "--fold")
+        args[args.index("--key-groups") + 1] = str(key_groups)
+        return Crasher("count", args, tmp_path, standby=False)
+
+    four = crasher(4)
+    logs = [four.crash_at(CrashPoint.SINK, 2).log, four.crash_at(CrashPoint.GROUP, 4).log]
+    # Path A, then path B; each time Spark's checkpoint goes, so the last start rescales.
+    assert four.crash_and_lose_sparks_checkpoint(tmp_path / "ck", [(CrashPoint.CLOCK, 2), (CrashPoint.SINK, 1)]) == 2
+    final = crasher(2).run()
+    assert final.returncode == 0, final.log
+    logs.append(final.log)
+    assert all("[persistent] messages fold before the shuffle (a MonoidTask)" in log for log in logs)
+    assert "recovery path A" in logs[1] and "recovery path B" in final.log, f"seed {four.seed}"
+    assert "from 4 to 2 key groups" in final.log
+    assert sink_counts(tmp_path) == {f"k{k}": 2 * 12 + 4 * 11 for k in range(5)}, f"seed {four.seed}"
+    assert_clock_names_durable_checkpoints(tmp_path)
