@@ -30,10 +30,10 @@ from bench.data import BATCH_SPAN_MS, ZIPF_EXPONENT, Dataset, generate  # noqa: 
 from bench.measure import RunResult, pool, ratio_spread  # noqa: E402
 
 #: Implementations, in the order they run over each data set.
-NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "window", "native-window",
+NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "folded", "window", "native-window",
          "recovery", "small", "kafka", "demo", "bytewax")
 #: Implementations that also run over skewed keys.
-SKEWED = ("native", "vectorized", "bytewax")
+SKEWED = ("native", "vectorized", "folded", "bytewax")
 #: Key counts at which the restart of the vectorized job is timed.
 RECOVERY_KEYS = (100_000, 1_000_000)
 #: What each implementation is compared with.
@@ -255,7 +255,7 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                         # Native, vectorized with checkpoints and without take turns, so that
                         # none of them gets the machine's quieter moments (or a JIT compiler
                         # further on) more often.
-                        native, on, off = [], [], []
+                        native, on, off, fold = [], [], [], []
                         for _ in range(args.repeats):
                             if "native" in spark_names:
                                 native.append(runs.native(dataset))
@@ -263,9 +263,13 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                                 off.append(runs.vectorized(dataset, "no-checkpoints", checkpoints=False)[0])
                             result, job = runs.vectorized(dataset)
                             on.append(result)
-                        for taken in (native, on, off):
+                            if "folded" in spark_names:
+                                fold.append(runs.folded(dataset))
+                        for taken in (native, on, off, fold):
                             if taken:
                                 record(pool(taken))
+                    elif name == "folded" and "vectorized" not in spark_names:
+                        record(pool([runs.folded(dataset) for _ in range(args.repeats)]))
                     elif name == "no-checkpoints" and "vectorized" not in spark_names:
                         record(pool([runs.vectorized(dataset, name, checkpoints=False)[0]
                                      for _ in range(args.repeats)]))

@@ -14,7 +14,7 @@ import pandas as pd
 from bench.data import BATCH_SPAN_MS, Dataset, ParquetInput
 from bench.measure import MemorySampler, RunResult, batches_of, directory_bytes, summarize
 from monoids import Averaged, AveragedValue
-from persistent import Job, PersistentTask
+from persistent import Job, MonoidTask, PersistentTask
 from persistent.runtime.planner import Plan
 from persistent.sinks.base import Sink
 from persistent.storage.filesystems import JobStorage
@@ -54,6 +54,13 @@ class CountSumVectorized(PersistentTask):
 
     def process_batch(self, messages):
         return Averaged().prepare_column(messages["value"].to_numpy(dtype=float))
+
+
+class CountSumFolded(MonoidTask):
+    """Count and sum of values per key, folded before the shuffle (``persistent.runtime.fold``)."""
+
+    def persistent_state(self):
+        return NonWindowState(Averaged())
 
 
 class WindowedCountSum(CountSumVectorized):
@@ -212,6 +219,10 @@ class SparkRuns:
         job = self.job(name, dataset, CountSumVectorized(), source=source,
                        watermark_delay_ms=BATCH_SPAN_MS if source else 0)
         return self.run_job(name, dataset, job, checkpoints), job
+
+    def folded(self, dataset: Dataset) -> RunResult:
+        """The count and sum as a ``MonoidTask``, whose messages fold before the shuffle."""
+        return self.run_job("folded", dataset, self.job("folded", dataset, CountSumFolded()))
 
     def window(self, dataset: Dataset) -> RunResult:
         return self.run_job("window", dataset, self.job("window", dataset, WindowedCountSum()))
