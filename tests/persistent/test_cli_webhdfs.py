@@ -67,12 +67,19 @@ def test_a_reader_sees_the_old_or_the_new_bytes_while_a_file_is_replaced(hdfs_di
     # nearly every other replacement shows it to the reader.
     versions = [bytes([n]) * (256 << 10) for n in range(2)]
     fs.write_atomic(f"{url}/clock/clock", versions[0])
-    read, done = [], threading.Event()
+    read, broken, done = [], [], threading.Event()
 
     def reader():
+        from urllib3.exceptions import ProtocolError
+
         while not done.is_set():
             try:
                 read.append(hdfs_dir.read_bytes("clock/clock"))
+            except ProtocolError as error:
+                # The version being read was replaced and HDFS removed its blocks while the
+                # DataNode sent them: the client sees the stream end early (no bytes taken),
+                # and the next read opens the new version. Seen once under a full CI run.
+                broken.append(error)
             except Exception as error:  # the file missing or unreadable: it fails the test below
                 read.append(error)
                 return
@@ -81,13 +88,14 @@ def test_a_reader_sees_the_old_or_the_new_bytes_while_a_file_is_replaced(hdfs_di
     reading.start()
     replaced = 0
     try:
-        while reading.is_alive() and (replaced < 20 or len(read) < 20):
+        while reading.is_alive() and (replaced < 20 or len(read) < 20) and replaced < 2_000:
             replaced += 1
             fs.write_atomic(f"{url}/clock/clock", versions[replaced % 2])
     finally:
         done.set()
         reading.join()
     assert [data if isinstance(data, Exception) else len(data) for data in read if data not in versions] == []
+    assert len(read) >= 20 and len(broken) < len(read), broken
     assert hdfs_dir.list_names("clock") == ["clock"]
 
 
