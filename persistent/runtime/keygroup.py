@@ -390,7 +390,8 @@ class KeyGroup:
 
         ``partials`` are messages folded before the shuffle (``persistent.runtime.fold``):
         their values, which the task does not see, fold into the table after the
-        messages'; a partial the monoid refuses is a bad record of its own.
+        messages'; a partial the monoid refuses (a sum that overflows) is one bad record
+        of its own, and the count of applied messages one less.
         """
         times = messages["timestamp"].to_numpy()
         before = self._before(times)

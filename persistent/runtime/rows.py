@@ -251,7 +251,7 @@ class Marked:
 @dataclass(frozen=True)
 class Partials:
     """A key group's partials (``persistent.runtime.fold``), in the order the group folds
-    them: keys, newest and oldest event times (``int64`` ms) of their messages, their
+    them: keys, newest (``int64``) and oldest event times (ms) of their messages, their
     folded monoid values (a column of the monoid's) and the messages each holds."""
 
     keys: np.ndarray
@@ -345,15 +345,14 @@ def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, 
     names = [name for name in chunks[0].columns if name.startswith(PARTIAL)] if chunks else []
     partial = {name: _joined([chunk[name].to_numpy() for chunk in chunks])[folded] for name in names}
     times = columns[TIMESTAMP][folded].astype(np.int64)
-    earliest = _joined([chunk[EARLIEST].to_numpy() for chunk in chunks])[folded].astype(np.int64)
+    earliest = _joined([chunk[EARLIEST].to_numpy() for chunk in chunks])[folded]
     fields = [columns[KEY][folded], times, earliest, values(counts[folded], partial), counts[folded]]
     # Spark emits a partition's partials in its hash table's order: by key too (a hash of
     # it, whose value is the same in every process), so that the table takes new keys in
     # the same order in every run of a micro-batch (the same checkpoint bytes).
     order = np.lexsort((pd.util.hash_array(fields[0]), columns[PART][folded], times))
     fields = [field[order] for field in fields]
-    rest = counts[~folded]
-    repeat = np.repeat(np.flatnonzero(~folded), rest) if (rest != 1).any() else np.flatnonzero(~folded)
+    repeat = np.repeat(np.flatnonzero(~folded), counts[~folded])
     return {name: column[repeat] for name, column in columns.items()}, Partials(*fields)
 
 

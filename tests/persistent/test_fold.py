@@ -4,19 +4,26 @@ the messages themselves, and the rule of which jobs fold."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from spark_groups import frame
+from spark_groups import Accumulator, GroupState, frame
 
-from monoids import Averaged, Count
+from monoids import Averaged, AveragedValue, Count
 from persistent import KeyGroup, MonoidTask, PersistentTask, TaskDefinitionError
-from persistent.core.badrecords import BadRecords
+from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords
 from persistent.runtime.fold import fold_of
-from persistent.runtime.rows import COUNT, EARLIEST, FOLDED, KEY, PART, TIMESTAMP, VALUE, decode
+from persistent.runtime.recovery import Recovery, RecoveryPath
+from persistent.runtime.stateful import group_function
+from persistent.runtime.rows import COUNT, EARLIEST, FOLDED, KEY, PART, TIMESTAMP, VALUE, Partials, decode
+from persistent.storage.filesystems import JobStorage
 from state import NonWindowState, Window, WindowState
+from state.errors import StateValueError
 
 INTERVAL_MS = 100
 
@@ -42,13 +49,13 @@ def spark_fold(rows: pd.DataFrame, fold, watermark_ms: int, floor_ms: int) -> pd
     partials = on.groupby([KEY, PART, on[TIMESTAMP] // INTERVAL_MS], sort=False).agg(
         **{COUNT: (TIMESTAMP, "size"), TIMESTAMP: (TIMESTAMP, "max"), EARLIEST: (TIMESTAMP, "min"),
            "partial_0": ("number", "sum")}).reset_index(level=[0, 1]).reset_index(drop=True)
-    partials = partials.assign(**{VALUE: None, FOLDED: True})
+    partials = partials.assign(**{VALUE: None, FOLDED: True, "kind": 0, "bad_record": None})
     others = off.drop(columns="number").groupby(list(off.columns.drop("number")), sort=False, dropna=False).size()
     others = others.rename(COUNT).reset_index()
     columns = [*frame([]).columns, FOLDED, COUNT, EARLIEST, *fold.columns]
     parts = [part for part in (partials, others.assign(**{EARLIEST: others[TIMESTAMP]})) if len(part)]
     whole = pd.concat(parts or [partials], ignore_index=True)
-    whole = whole.assign(kind=0, bad_record=None).reindex(columns=columns)
+    whole = whole.reindex(columns=columns)
     whole[list(fold.columns)] = whole[list(fold.columns)].fillna(0)
     return whole.sample(frac=1, random_state=len(whole))  # Spark's order is any
 
@@ -87,14 +94,69 @@ def test_partials_of_any_batches_leave_a_group_as_its_messages_do(batches, step_
     assert all(plain.table.get(key) == folding.table.get(key) for key in "abc")
 
 
-def test_partials_with_a_message_before_the_watermark_are_refused_saying_so():
-    fold, _ = fold_of(Counts(), "string")
-    rows = spark_fold(frame([("a", 150, 1, 0), ("a", 170, 1, 0)]), fold, watermark_ms=0, floor_ms=0)
-    group = KeyGroup(Counts(), INTERVAL_MS)
-    got = decode([rows], fold.values)
-    with pytest.raises(Exception, match="before the watermark 160 ms"):
-        group.apply(got.messages, BadRecords.FAIL, 160, got.marked, got.partials)
+def partials(keys, times, values, monoid=Count()) -> Partials:
+    """Partials of one message each, at ``times``."""
+    times = np.array(times, dtype=np.int64)
+    return Partials(np.array(keys, dtype=object), times, times, monoid.column(values), np.ones(len(keys), np.int64))
+
+
+NO_MESSAGES = pd.DataFrame({"key": [], "timestamp": np.array([], dtype=np.int64), "value": []})
+
+
+@pytest.mark.parametrize("watermark_ms, floor_ms, sealed", [(160, 0, False), (0, 200, False), (0, 0, True)],
+                         ids=["watermark", "restore-point", "last-checkpoint"])
+def test_partials_with_a_message_before_the_watermark_are_refused_saying_so(watermark_ms, floor_ms, sealed):
+    group = KeyGroup(Counts(), INTERVAL_MS, floor_ms)
+    if sealed:  # a checkpoint at 200 ms taken
+        group.apply(NO_MESSAGES, BadRecords.FAIL, 0, None, partials(["b"], [210], [1]))
+        assert group.advance(200)[1].time_ms == 200
+    with pytest.raises(StateValueError, match="^messages folded before the shuffle include some before the "
+                       "watermark .*: the micro-batch's watermark did not reach Spark's tasks as the key groups "
+                       "see it$"):
+        group.apply(NO_MESSAGES, BadRecords.FAIL, watermark_ms, None, partials(["a", "a"], [150, 250], [1, 1]))
     assert group.table.get("a") == 0
+
+
+@pytest.mark.parametrize("chunks", [[], [frame([], beats=2)]], ids=["no-rows", "heartbeats-only"])
+def test_a_folded_group_woken_without_messages_decodes_to_none(chunks):
+    fold, _ = fold_of(Counts(), "bigint")
+    rows = decode([spark_fold(chunk, fold, 0, 0) for chunk in chunks], fold.values)
+    assert (rows.count, rows.newest_ms, len(rows.partials.keys)) == (0, -1, 0)
+
+
+def test_partials_at_the_watermark_are_on_time():
+    group = KeyGroup(Counts(), INTERVAL_MS, 100)
+    applied = group.apply(NO_MESSAGES, BadRecords.FAIL, 160, None, partials(["a", "b"], [160, 170], [3, 1]))
+    assert (applied.applied, group.table.get("a"), group.table.get("b")) == (2, 3, 1)
+
+
+def test_a_partial_the_monoid_refuses_is_a_bad_record_of_its_own():
+    group = KeyGroup(Averages(), INTERVAL_MS)
+    big = Averaged().prepare_column([1e308])
+    values = np.concatenate([big, big])
+    values[0] = (2, np.inf)  # two huge observations folded: their sum overflows
+    folded = Partials(np.array(["a", "b"], dtype=object), np.array([10, 20]), np.array([5, 20]), values,
+                      np.array([2, 1]))
+    applied = group.apply(NO_MESSAGES, BadRecords.DEAD_LETTER, 0, None, folded)
+    (bad,) = applied.bad
+    assert json.loads(bad.record) == {"key": "a", "timestamp": 10, "value": [2, math.inf]}
+    assert bad.reason.endswith("total must be finite")
+    assert group.table.get("b") == AveragedValue(1, 1e308) and group.table.get("a") == AveragedValue(0, 0.0)
+    with pytest.raises(BadRecordError, match='"key":"a"'):
+        KeyGroup(Averages(), INTERVAL_MS).apply(NO_MESSAGES, BadRecords.FAIL, 0, None, folded)
+
+
+def test_a_folded_groups_function_applies_its_partials_and_reports_their_messages(tmp_path):
+    fold, _ = fold_of(Counts(), "bigint")
+    reports = Accumulator()
+    run_group = group_function(Counts(), INTERVAL_MS, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
+                               BadRecords.FAIL, LateRecords.DROP, True, JobStorage(str(tmp_path / "job")), reports,
+                               fold)
+    rows = frame([("a", 10, 1, 0), ("a", 20, 1, 0), ("b", 130, 1, 1), ("a", 5, 1, 0)])
+    (out,) = run_group((0,), iter([spark_fold(rows, fold, watermark_ms=8, floor_ms=0)]), GroupState(watermark_ms=8))
+    assert dict(zip(out["key"][0], out["value"][0])) == {"a": 2, "b": 1}
+    report = reports.value[0]
+    assert (report.applied, report.late, report.max_time_ms, report.checkpoint_ms) == (3, 1, 130, None)
 
 
 class Plain(PersistentTask):
