@@ -338,7 +338,7 @@ def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
 
 def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, Partials]:
     """A folded job's rows (``columns``, read from ``chunks``) as its partials, in the
-    order the group folds them (newest event time, source partition, key), and its
+    order the group folds them (newest event time, source partition, a hash of the key), and its
     other rows, each repeated ``count`` times."""
     folded = _joined([chunk[FOLDED].to_numpy() for chunk in chunks]).astype(bool)
     counts = _joined([chunk[COUNT].to_numpy() for chunk in chunks]).astype(np.int64)

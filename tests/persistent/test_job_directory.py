@@ -173,6 +173,15 @@ def test_the_heartbeat_rows_are_written_once_per_spark_checkpoint_one_per_key_gr
     assert [n for n in directory.fs.list_names(where) if n != "rows.json"] == []  # no temporary file left
 
 
+def test_a_micro_batchs_watermark_is_read_from_sparks_offset_log_and_a_torn_entry_is_named(directory):
+    entry = directory.fs.join(directory.spark, "offsets", "7")
+    directory.fs.write_atomic(entry, b'v1\n{"batchWatermarkMs":2999,"batchTimestampMs":5}\n{"files": 7}')
+    assert directory.spark_log.watermark_ms(7) == 2999
+    directory.fs.write_atomic(entry, b'v1\n{"batchTimestampMs":5}\n{"files": 7}')
+    with pytest.raises(CorruptCheckpointError, match="micro-batch 7's offset log entry has no watermark"):
+        directory.spark_log.watermark_ms(7)
+
+
 def test_the_bad_records_failing_key_groups_wrote_are_taken_once_by_key_group(directory):
     assert directory.take_failing_records() == []
     first, second = BadRecord("f line 9", "{", "not JSON"), BadRecord("g line 1", "}", "not JSON")
