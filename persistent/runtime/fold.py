@@ -14,8 +14,8 @@ key group folds the partials into its table as it folds messages. Spark's half i
 (the message values fold per checkpoint interval, not per window pane), its value
 column is of an atomic type (Spark groups the rows that do not fold by it) and the
 session took Spark's half (``load_extension``). A message row folds when it is on
-time: at or after the micro-batch's watermark (``BatchWatermark``, which the driver
-sets for the micro-batch's jobs, ``watermark_property``) and after the restore point,
+time: at or after the micro-batch's watermark (``BatchWatermark``, which reads what the
+driver sets for the micro-batch's jobs, ``WATERMARK_PROPERTY``) and the restore point,
 and when its value is one the monoid takes (a finite number for ``Averaged``). A
 partial never holds rows of two checkpoint intervals, so never of two sides of a
 checkpoint or of the restore point (a checkpoint time); never late and on-time rows.
@@ -25,9 +25,10 @@ refuses, bad records, heartbeats) crosses as it is, equal rows once with their
 says in its first lines which way it runs (``fold_of``, ``load_extension``).
 
 **Order.** A key group folds its partials by their newest event time, then source
-partition, as it folds messages (``persistent.runtime.rows.decode``); within a source
-partition Spark folds a key's rows in their order. A replayed micro-batch (the same
-offsets, the same partitions) folds alike.
+partition, as it folds messages, then a hash of their key, whatever order Spark emits
+them in (``persistent.runtime.rows.decode``); within a source partition Spark folds a
+key's rows in their order. A replayed micro-batch (the same offsets, the same
+partitions) folds alike.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from monoids import Averaged, Count
-from persistent.core.task import MonoidTask
 from persistent.core.badrecords import BAD_RECORD_COLUMN
+from persistent.core.task import MonoidTask
 from persistent.runtime.rows import (COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PART, PARTIAL, TIMESTAMP,
                                      VALUE, Kind)
 
@@ -157,7 +158,7 @@ def load_extension(spark) -> str | None:
             loader.addURL(url)
             spark.sparkContext._jsc.sc().addJar(str(jar))
         _half(spark).register(spark._jsparkSession)
-    except (OSError, subprocess.CalledProcessError, RuntimeError) as exc:
+    except (OSError, subprocess.SubprocessError, RuntimeError) as exc:  # no java, a timeout, the compiler
         return f"Spark's half of the fold is not loaded: {exc}"
     except Exception as exc:  # Py4J: the class loader is not Spark's, or the class did not load
         return f"Spark's half of the fold is not loaded: {type(exc).__name__}: {exc}"
