@@ -72,8 +72,8 @@ from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
-from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, heartbeat_columns,
-                                     job_watermark_ms, kind, marked_columns, message_columns, no_mark, watermarked)
+from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, group_watermark_ms,
+                                     heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
@@ -403,8 +403,7 @@ class _ForeachBatch:
         if self.folds:
             # What each key group takes for its watermark (run_group), for the tasks before the shuffle.
             spark_ms = self.commit.directory.spark_log.watermark_ms(batch_id)
-            context.setLocalProperty(WATERMARK_PROPERTY,
-                                     str(max(job_watermark_ms(spark_ms), self.commit.recovery.floor_ms)))
+            context.setLocalProperty(WATERMARK_PROPERTY, str(group_watermark_ms(spark_ms, self.commit.recovery.floor_ms)))
         # The computing job fills Spark's cache (a row per key group): the dead letters,
         # and the sink when it did not compute the batch itself, read it.
         frame.persist()

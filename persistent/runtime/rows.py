@@ -26,8 +26,9 @@ Spark's watermark, nulled before the grouping (``watermarked``).
 
 The watermark: Spark's trails the job's by ``WATERMARK_LAG_MS``, so a message at the
 newest event time seen is in order (``docs/concepts.md``, "Late messages").
-``spark_delay`` sets Spark's, ``job_watermark_ms`` reads the job's in a group and
-``timeout_ms`` wakes a group once the job's reaches a time.
+``spark_delay`` sets Spark's, ``job_watermark_ms`` reads the job's,
+``group_watermark_ms`` the one a key group runs with, and ``timeout_ms`` wakes a group
+once the job's reaches a time.
 
 The Spark side imports pyspark inside its functions: a test of a task
 (``persistent.tools.testing``) needs none of it.
@@ -47,8 +48,8 @@ from persistent.core.task import MESSAGE_COLUMNS
 
 __all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_TIME", "ARROW_BATCH_ROWS",
            "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
-           "heartbeat_columns", "no_mark", "watermarked", "spark_delay", "job_watermark_ms", "timeout_ms",
-           "FOLDED", "COUNT", "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
+           "heartbeat_columns", "no_mark", "watermarked", "spark_delay", "job_watermark_ms", "group_watermark_ms",
+           "timeout_ms", "FOLDED", "COUNT", "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
 
 KEY, TIMESTAMP, VALUE = MESSAGE_COLUMNS
 #: The column of a row's ``Kind``.
@@ -227,6 +228,13 @@ def job_watermark_ms(spark_watermark_ms: int) -> int:
     """The job's watermark, of which Spark's is ``spark_watermark_ms``: a message older
     than it is late, one at it in order."""
     return spark_watermark_ms + WATERMARK_LAG_MS
+
+
+def group_watermark_ms(spark_watermark_ms: int, floor_ms: int) -> int:
+    """The watermark a key group runs with, of which Spark's is ``spark_watermark_ms``, in
+    a generation restored at ``floor_ms``: the job's, never before the restore point. A
+    folded job's tasks before the shuffle take the same (``persistent.runtime.fold``)."""
+    return max(job_watermark_ms(spark_watermark_ms), floor_ms)
 
 
 def timeout_ms(watermark_ms: int) -> int:

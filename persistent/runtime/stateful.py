@@ -31,7 +31,7 @@ from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
-from persistent.runtime.rows import decode, job_watermark_ms, timeout_ms
+from persistent.runtime.rows import decode, group_watermark_ms, timeout_ms
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
@@ -96,7 +96,7 @@ def group_function(
         max_time_ms = -1
         bad: list[str] = []
         late_output: list[str] = []
-        watermark_ms = max(job_watermark_ms(state.getCurrentWatermarkMs()), floor_ms)
+        watermark_ms = group_watermark_ms(state.getCurrentWatermarkMs(), floor_ms)
         rows = decode(frames, fold.values if fold is not None else None)
         if rows.count:
             max_time_ms = rows.newest_ms

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from spark_groups import frame, marked, spark_rows
 
 from persistent.core.badrecords import BadRecord
-from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, job_watermark_ms, spark_delay, timeout_ms)
+from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, group_watermark_ms, job_watermark_ms, spark_delay,
+                                     timeout_ms)
 
 
 def test_a_groups_rows_decode_to_its_messages_in_fold_order_and_its_bad_records_without_heartbeats():
@@ -50,6 +51,13 @@ def test_a_groups_timeout_fires_once_the_jobs_watermark_reaches_its_time(time_ms
     fires = timeout_ms(time_ms) < spark_watermark_ms  # Spark fires a timeout its watermark has passed
     assert job_watermark_ms(spark_watermark_ms) == watermark_ms
     assert fires == (watermark_ms >= time_ms)
+
+
+def test_a_groups_watermark_is_the_jobs_never_before_the_restore_point():
+    assert group_watermark_ms(99, 0) == job_watermark_ms(99) == 100
+    assert group_watermark_ms(99, 100) == 100
+    assert group_watermark_ms(99, 101) == 101
+    assert group_watermark_ms(-(2**63), 0) == 0
 
 
 def test_a_timeout_is_at_least_1_ms():
