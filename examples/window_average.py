@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from monoids import Averaged
-from persistent import GeneratorSource, Job, PersistentTask
+from persistent import GeneratorSource, Job, MonoidTask, PersistentTask
 from persistent.tools.options import add_job_options, job_settings, run_app
 from state import Window, WindowState
 
@@ -34,6 +34,16 @@ class WindowAverage(PersistentTask):
         return Averaged().prepare_column(messages["value"].to_numpy(dtype=float))
 
 
+class FoldedWindowAverage(MonoidTask):
+    """The same averages as a MonoidTask: Spark folds each key's messages per window pane before the shuffle."""
+
+    def __init__(self, size_ms: int, step_ms: int):
+        self.window = Window(size_ms, step_ms)
+
+    def persistent_state(self):
+        return WindowState(Averaged(), self.window)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -46,13 +56,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--window-ms", type=int, default=4_000, help="window size")
     p.add_argument("--slide-ms", type=int, default=1_000, help="window step")
     p.add_argument("--rows-per-batch", type=int, default=5_000, help="messages per micro-batch")
+    p.add_argument("--fold", action="store_true",
+                   help="average with a MonoidTask, whose messages fold before Spark's shuffle (the same averages)")
     add_job_options(p)
     return p
 
 
 def build_job(args) -> Job:
     return Job(
-        task=WindowAverage(args.window_ms, args.slide_ms),
+        task=(FoldedWindowAverage if args.fold else WindowAverage)(args.window_ms, args.slide_ms),
         source=GeneratorSource(keys=args.keys, total=args.total, step_ms=args.step_ms,
                                max_rows_per_batch=args.rows_per_batch),
         **job_settings(args, table="window_average", key_column="key", value_column="average"),

@@ -73,7 +73,7 @@ from state import codec
 from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
-from state.window import SessionWindow, Window, window_from
+from state.window import SessionWindow, Window, bucket_ms, window_from
 
 __all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe", "check_ttl_ms", "factorize_keys"]
 
@@ -167,7 +167,7 @@ class KeyedTable:
                 )
         #: Keys whose newest message is more than this behind the watermark expire (None: never).
         self.ttl_ms = ttl_ms
-        self.bucket_ms = window.pane_ms(interval_ms) if window else interval_ms
+        self.bucket_ms = bucket_ms(window, interval_ms)
         self.keys = np.empty(0, dtype=object)
         self.buckets = np.empty(0, dtype=np.int64)
         self.values = monoid.zeros(0)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from state.errors import StateValueError
 
-__all__ = ["Window", "SessionWindow", "window_from"]
+__all__ = ["Window", "SessionWindow", "window_from", "bucket_ms"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,13 @@ class SessionWindow:
         """The width of a table's buckets: the checkpoint interval (the gap without one);
         a session's messages are kept per interval, so a checkpoint splits none."""
         return checkpoint_interval_ms or self.gap_ms
+
+
+def bucket_ms(window: Window | SessionWindow | None, interval_ms: int) -> int:
+    """The width of a table's buckets, for ``window`` (None: none) and a checkpoint
+    interval ``interval_ms``: no bucket holds messages of two checkpoint intervals, nor
+    of two panes of a window."""
+    return window.pane_ms(interval_ms) if window else interval_ms
 
 
 def window_from(description: dict | None) -> Window | SessionWindow | None:

@@ -31,6 +31,7 @@ import pandas as pd
 from monoids import Averaged, Count
 from persistent.core.errors import PersistentError
 from state.persistent_state import NonWindowState, PersistentState, WindowState
+from state.window import Window
 
 __all__ = ["PersistentTask", "MonoidTask", "KeyState", "Message", "MESSAGE_COLUMNS", "TaskDefinitionError"]
 
@@ -118,13 +119,14 @@ class PersistentTask(ABC):
 
 class MonoidTask(PersistentTask):
     """A task whose every message is its monoid's value of the message's ``value``:
-    override ``persistent_state`` only, with ``NonWindowState(Count())`` (each message
-    counts one, whatever its value) or ``NonWindowState(Averaged())`` (each value,
-    a finite number, is one observation).
+    override ``persistent_state`` only, with a ``NonWindowState`` or a ``WindowState``
+    of fixed windows (tumbling or sliding, not sessions) of ``Count()`` (each message
+    counts one, whatever its value) or ``Averaged()`` (each value, a finite number, is
+    one observation).
 
     The runtime folds such a task's on-time messages per key and checkpoint interval
-    in Spark, in the task that reads them, so that one partial value per key and
-    interval crosses Spark's shuffle instead of every message
+    (window pane, when windowed) in Spark, in the task that reads them, so that one
+    partial value per key and interval crosses Spark's shuffle instead of every message
     (``persistent.runtime.fold``, where the rule is); a message it does not fold (late,
     before the restore point, a value the monoid refuses) reaches ``process_batch``
     below, which gives every message the value the fold gives it."""
@@ -137,9 +139,10 @@ class MonoidTask(PersistentTask):
 
     def state_spec(self) -> PersistentState:
         spec = super().state_spec()
-        if not isinstance(spec, NonWindowState) or type(spec.monoid) not in (Count, Averaged):
+        fixed = isinstance(spec, NonWindowState) or (isinstance(spec, WindowState) and isinstance(spec.window, Window))
+        if not fixed or type(spec.monoid) not in (Count, Averaged):
             raise TaskDefinitionError(
-                f"{type(self).__name__} is a MonoidTask: its state must be NonWindowState(Count()) or "
-                f"NonWindowState(Averaged()), got {spec!r}"
+                f"{type(self).__name__} is a MonoidTask: its state must be a NonWindowState or a WindowState of "
+                f"a Window (not a SessionWindow) of Count() or Averaged(), got {spec!r}"
             )
         return spec

@@ -13,15 +13,20 @@
 // or counted one by one), which Spark keeps on the driver: the driver puts it in a local
 // property of the micro-batch's jobs, and `BatchWatermark` reads it in each task.
 //
+// When a partition's rows hardly share a key and interval, the hash table costs more than
+// it saves: the driver then sets `PartialFold.Property` before Spark plans the next
+// micro-batch (a local property of the query's thread), and `PartialFold` is planned as
+// a projection that makes each row a partial of its own.
+//
 // The runtime compiles this file with the Scala compiler in pyspark's own jars, against
 // the Spark it runs on, and loads it into the running session (no restart, no setting).
 package org.apache.spark.sql.persistent
 
-import org.apache.spark.TaskContext
+import org.apache.spark.{SparkContext, TaskContext}
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Expression,
-  LeafExpression, Literal, Nondeterministic}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast,
+  Expression, LeafExpression, Literal, Nondeterministic}
 import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, AggregateFunction, Count, Max, Min,
   Partial, Sum}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
@@ -62,6 +67,10 @@ case class PartialFold(grouping: Seq[Attribute], functions: Seq[String], inputs:
 }
 
 object PartialFold {
+  /** The local property of the planning thread that, `Pass`, plans each row as a partial of its own. */
+  val Property = "persistent.fold"
+  val Pass = "pass"
+
   /** Spark's aggregate function `name` of `input`; each keeps one value, its result. */
   def function(name: String, input: Expression): AggregateFunction = name match {
     case "count" => Count(Literal(1))
@@ -72,9 +81,21 @@ object PartialFold {
   }
 }
 
-/** Plans a `PartialFold` as Spark's partial aggregation, without its shuffle. */
+/** Plans a `PartialFold` as Spark's partial aggregation, without its shuffle; or, while
+  * the planning thread's `PartialFold.Property` is `PartialFold.Pass`, as the partial of
+  * each row on its own: a count of 1, the sum, max or min of its input alone. */
 object PartialFoldStrategy extends SparkStrategy {
+  private def passing: Boolean =
+    SparkContext.getActive.flatMap(context => Option(context.getLocalProperty(PartialFold.Property)))
+      .contains(PartialFold.Pass)
+
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
+    case PartialFold(grouping, functions, inputs, folded, child) if passing =>
+      val own = functions.zip(inputs).zip(folded).map { case ((name, input), out) =>
+        val value = if (name == "count") Literal(1L) else Cast(input, out.dataType)
+        Alias(value, out.name)(exprId = out.exprId)
+      }
+      ProjectExec(grouping ++ own, planLater(child)) :: Nil
     case PartialFold(grouping, functions, inputs, folded, child) =>
       val aggregates = functions.zip(inputs).map { case (name, input) =>
         AggregateExpression(PartialFold.function(name, input), Partial, isDistinct = false)

@@ -157,6 +157,8 @@ class Commit:
             checkpoint_crcs={task_name(r.grp): r.checkpoint_crc for r in reports if r.checkpoint_ms is not None},
             checkpoint_seconds=sum(r.checkpoint_seconds for r in reports),
             commit_seconds=ended - computed,
+            folded=sum(r.folded for r in reports),
+            partials=sum(r.partials for r in reports),
         )
         self.directory.record_progress(progress)
         for listener in self.listeners:

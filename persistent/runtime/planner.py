@@ -63,7 +63,8 @@ from persistent.core.task import MonoidTask
 from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
-from persistent.runtime.fold import WATERMARK_PROPERTY, Fold, fold_of, folded, load_extension
+from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
+                                     load_extension)
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
@@ -87,6 +88,7 @@ from state.errors import StorageError
 from state.fs import FileSystem
 from state.persistent_state import PersistentState
 from state.table import describe
+from state.window import bucket_ms
 
 if TYPE_CHECKING:  # the job module imports this one
     from persistent.runtime.job import Job
@@ -306,7 +308,7 @@ class Plan:
                 *heartbeat_columns(types)))
         rows = watermarked(rows, job.watermark_delay_ms)
         if fold is not None:
-            rows = folded(rows, fold, recovery.floor_ms, job.checkpoint_interval_ms)
+            rows = folded(rows, fold, recovery.floor_ms, bucket_ms(self.spec.window, job.checkpoint_interval_ms))
         grouped = rows.withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
@@ -393,22 +395,27 @@ class _ForeachBatch:
         self.commit, self.dead_letters = commit, dead_letters
         #: The accumulator the key groups add their ``GroupReport`` to.
         self.reports = reports
-        #: Whether the job folds its messages before the shuffle: its tasks read the
-        #: micro-batch's watermark from a local property (``persistent.runtime.fold``).
-        self.folds = folds
+        #: Whether the job folds its messages before the shuffle (``persistent.runtime.fold``):
+        #: its tasks read the micro-batch's watermark from a local property, and whether
+        #: the next micro-batch folds or passes its rows through is ``folding``'s choice,
+        #: which Spark's planner reads from the query's thread.
+        self.folding = Folding() if folds else None
 
     def __call__(self, frame, batch_id: int) -> None:
         self.reports.value = {}
         context = frame.sparkSession.sparkContext
-        if self.folds:
+        # Without the watermark no row folds: as Spark planned a micro-batch that passes its rows through.
+        folds = self.folding is not None and context.getLocalProperty(FOLD_PROPERTY) != PASS
+        if folds:
             # What each key group takes for its watermark (run_group), for the tasks before the shuffle.
             spark_ms = self.commit.directory.spark_log.watermark_ms(batch_id)
-            context.setLocalProperty(WATERMARK_PROPERTY, str(group_watermark_ms(spark_ms, self.commit.recovery.floor_ms)))
+            watermark_ms = group_watermark_ms(spark_ms, self.commit.recovery.floor_ms)
+            context.setLocalProperty(WATERMARK_PROPERTY, str(watermark_ms))
         # The computing job fills Spark's cache (a row per key group): the dead letters,
         # and the sink when it did not compute the batch itself, read it.
         frame.persist()
         try:
-            self.commit(batch_id, _SparkBatch(frame, self.reports, self.dead_letters))
+            progress = self.commit(batch_id, _SparkBatch(frame, self.reports, self.dead_letters))
         except StorageError as exc:
             exc.add_note(
                 f"micro-batch {self.commit.recovery.generation}.{batch_id} of {self.commit.directory.root} is not "
@@ -418,8 +425,11 @@ class _ForeachBatch:
             raise
         finally:
             frame.unpersist()
-            if self.folds:
+            if folds:
                 context.setLocalProperty(WATERMARK_PROPERTY, None)
+        if self.folding is not None:
+            passes = self.folding.passes_next(progress.folded, progress.partials)
+            context.setLocalProperty(FOLD_PROPERTY, PASS if passes else None)
 
 
 class _SparkBatch:

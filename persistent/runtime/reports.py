@@ -48,6 +48,10 @@ class GroupReport:
     checkpoint_crc: int = 0
     #: Seconds the group spent writing its checkpoint file.
     checkpoint_seconds: float = 0.0
+    #: The messages that reached the group folded before the shuffle, and the partials
+    #: they were folded into (``persistent.runtime.fold``).
+    folded: int = 0
+    partials: int = 0
 
 
 class Reports:

@@ -219,6 +219,10 @@ class BatchProgress(Record):
     #: (the dead letters, the sink unless its write computed the batch, the clock).
     #: None in older records.
     commit_seconds: float | None = None
+    #: The messages that crossed the shuffle folded (``persistent.runtime.fold``), and
+    #: the partials they were folded into.
+    folded: int = 0
+    partials: int = 0
 
     @property
     def clock_lag_ms(self) -> int | None:
@@ -234,4 +238,5 @@ class BatchProgress(Record):
             + (f", {self.late} late" if self.late else "")
             + (f", {self.replayed} before the restore point" if self.replayed else "")
             + (f", {self.dead_letters} dead letters" if self.dead_letters else "")
+            + (f", {self.folded} folded into {self.partials} partials" if self.folded else "")
         )

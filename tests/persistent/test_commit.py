@@ -295,8 +295,8 @@ def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order
         report(0, 100, applied=7, late=1, replayed=2, results=3, watermark_ms=150, state_bytes=40,
                checkpoint_bytes=10, checkpoint_crc=11, checkpoint_seconds=0.5),
         report(1, 100, applied=4, results=1, watermark_ms=140, state_bytes=20, checkpoint_bytes=5,
-               checkpoint_crc=12, checkpoint_seconds=0.25),
-        report(2, applied=1, watermark_ms=120, state_bytes=8),
+               checkpoint_crc=12, checkpoint_seconds=0.25, folded=4, partials=2),
+        report(2, applied=1, watermark_ms=120, state_bytes=8, folded=1, partials=1),
     ]
     progress = commit(3, batch(*reports))
     assert (progress.rows, progress.late, progress.replayed, progress.results) == (12, 1, 2, 4)
@@ -304,6 +304,7 @@ def test_the_progress_record_sums_the_reports_and_reaches_the_listeners_in_order
     assert progress.checkpoint_crcs == {task_name(0): 11, task_name(1): 12}
     assert progress.state_bytes == {task_name(0): 40, task_name(1): 20, task_name(2): 8}
     assert (progress.watermark_ms, progress.clock_ms) == (150, 100)
+    assert (progress.folded, progress.partials) == (5, 3)
     assert (progress.seconds, progress.commit_seconds, progress.finished_at_ms) == (1.75, 0.25, 1_700_000_000_000)
     assert directory.read_progress(10) == [progress]
     assert heard == [("metrics", progress), ("job", progress)]

@@ -14,15 +14,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spark_groups import Accumulator, GroupState, frame
 
-from monoids import Averaged, AveragedValue, Count
+from monoids import Averaged, AveragedValue, Count, Sum
 from persistent import KeyGroup, MonoidTask, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords
-from persistent.runtime.fold import fold_of
+from persistent.runtime.fold import Folding, fold_of
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.runtime.stateful import group_function
 from persistent.runtime.rows import COUNT, EARLIEST, FOLDED, KEY, PART, TIMESTAMP, VALUE, Partials, decode
 from persistent.storage.filesystems import JobStorage
-from state import NonWindowState, Window, WindowState
+from state import NonWindowState, SessionWindow, Window, WindowState
+from state.window import bucket_ms
 from state.errors import StateValueError
 
 INTERVAL_MS = 100
@@ -38,15 +39,25 @@ class Counts(MonoidTask):
         return NonWindowState(Count())
 
 
-def spark_fold(rows: pd.DataFrame, fold, watermark_ms: int, floor_ms: int) -> pd.DataFrame:
+class SlidingAverages(MonoidTask):  # panes of 50 ms: gcd of the size, the step and the interval
+    def persistent_state(self):
+        return WindowState(Averaged(), Window(300, 150))
+
+
+class TumblingCounts(MonoidTask):
+    def persistent_state(self):
+        return WindowState(Count(), Window(200))
+
+
+def spark_fold(rows: pd.DataFrame, fold, watermark_ms: int, floor_ms: int, bucket: int = INTERVAL_MS) -> pd.DataFrame:
     """What Spark's half does with a key group's rows (``persistent.runtime.fold.folded``):
     each source partition's on-time messages with values the monoid takes folded per key
-    and interval; the other rows once per distinct row, with their count."""
+    and ``bucket``; the other rows once per distinct row, with their count."""
     values = pd.to_numeric(rows[VALUE], errors="coerce").astype(float)
     takes = np.isfinite(values) if fold.finite else np.ones(len(rows), dtype=bool)
     rows = rows.assign(**{FOLDED: (rows[TIMESTAMP] >= max(watermark_ms, floor_ms)) & takes, "number": values})
     on, off = rows[rows[FOLDED]], rows[~rows[FOLDED]]
-    partials = on.groupby([KEY, PART, on[TIMESTAMP] // INTERVAL_MS], sort=False).agg(
+    partials = on.groupby([KEY, PART, on[TIMESTAMP] // bucket], sort=False).agg(
         **{COUNT: (TIMESTAMP, "size"), TIMESTAMP: (TIMESTAMP, "max"), EARLIEST: (TIMESTAMP, "min"),
            "partial_0": ("number", "sum")}).reset_index(level=[0, 1]).reset_index(drop=True)
     partials = partials.assign(**{VALUE: None, FOLDED: True, "kind": 0, "bad_record": None})
@@ -65,16 +76,17 @@ messages = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 999), st.sa
 
 
 @given(st.lists(messages, min_size=1, max_size=4), st.integers(0, 600), st.sampled_from([0, 200]),
-       st.sampled_from([Averages, Counts]))
+       st.sampled_from([Averages, Counts, SlidingAverages, TumblingCounts]))
 def test_partials_of_any_batches_leave_a_group_as_its_messages_do(batches, step_ms, floor_ms, task):
     fold, _ = fold_of(task(), "double")
+    bucket = bucket_ms(task().state_spec().window, INTERVAL_MS)
     plain = KeyGroup(task(), INTERVAL_MS, floor_ms)
     folding = KeyGroup(task(), INTERVAL_MS, floor_ms)
     for n, batch in enumerate(batches):
         watermark_ms = max(n * step_ms, floor_ms)
         rows = frame(batch)
         by_messages = decode([rows])
-        partials = spark_fold(rows, fold, watermark_ms, floor_ms)
+        partials = spark_fold(rows, fold, watermark_ms, floor_ms, bucket)
         by_partials = decode([partials], fold.values)
         reordered = decode([partials.iloc[::-1]], fold.values).partials  # Spark's order is any
         assert all(np.array_equal(getattr(reordered, field), getattr(by_partials.partials, field))
@@ -87,7 +99,7 @@ def test_partials_of_any_batches_leave_a_group_as_its_messages_do(batches, step_
         assert sorted(map(str, applied[1].bad)) == sorted(map(str, applied[0].bad))
         results, checkpoint = plain.advance(watermark_ms)
         folded_results, folded_checkpoint = folding.advance(watermark_ms)
-        key = ["key"]
+        key = list(results.columns.drop("value"))  # the key, and a window's bounds
         pd.testing.assert_frame_equal(folded_results.sort_values(key, ignore_index=True),
                                       results.sort_values(key, ignore_index=True))
         assert (folded_checkpoint and folded_checkpoint.time_ms) == (checkpoint and checkpoint.time_ms)
@@ -157,6 +169,18 @@ def test_a_folded_groups_function_applies_its_partials_and_reports_their_message
     assert dict(zip(out["key"][0], out["value"][0])) == {"a": 2, "b": 1}
     report = reports.value[0]
     assert (report.applied, report.late, report.max_time_ms, report.checkpoint_ms) == (3, 1, 130, None)
+    assert (report.folded, report.partials) == (3, 2)  # a at 10 and 20 ms in one partial, b in another
+
+
+def test_after_a_micro_batch_that_folds_little_the_next_ones_pass_their_rows_through_then_one_folds_again():
+    folding = Folding()
+    assert not folding.passes_next(200_000, 2_000)
+    assert not folding.passes_next(0, 0)  # no messages folded: nothing learnt
+    assert not folding.passes_next(4, 2)  # KEEPS of the messages: folding still pays
+    assert folding.passes_next(200_000, 190_000)
+    assert [folding.passes_next(0, 0) for _ in range(Folding.PASSES)] == [True] * (Folding.PASSES - 1) + [False]
+    assert not folding.passes_next(200_000, 2_000)  # the keys changed: the fold pays again
+    assert folding.passes_next(8, 7) and not folding.passes_next(8, 2)
 
 
 class Plain(PersistentTask):
@@ -175,9 +199,15 @@ def test_a_job_folds_its_messages_when_its_task_is_a_monoid_task_and_its_values_
 
 
 def test_a_monoid_task_of_another_state_is_refused_before_it_runs():
-    class Windowed(MonoidTask):
+    class Sessions(MonoidTask):
         def persistent_state(self):
-            return WindowState(Count(), Window(100, 100))
+            return WindowState(Count(), SessionWindow(100))
 
-    with pytest.raises(TaskDefinitionError, match="Windowed is a MonoidTask: its state must be"):
-        Windowed().state_spec()
+    class Sums(MonoidTask):
+        def persistent_state(self):
+            return NonWindowState(Sum())
+
+    for task in (Sessions, Sums):
+        with pytest.raises(TaskDefinitionError, match=f"^{task.__name__} is a MonoidTask: its state must be a "
+                           "NonWindowState or a WindowState of a Window"):
+            task().state_spec()

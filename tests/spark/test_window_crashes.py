@@ -11,7 +11,7 @@ import pytest
 
 from crash_harness import Crasher
 from persistent.core.faults import CrashPoint
-from test_crash import assert_clock_names_durable_checkpoints
+from test_crash import assert_clock_names_durable_checkpoints, kill_folded_on_paths_a_and_b_then_rescale
 from test_window_average import assert_windows_equal_pandas
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
@@ -57,3 +57,17 @@ def recovery_path(log: str) -> str:
         if line in log:
             return start
     raise AssertionError(f"no recovery line in the run's log:\n{log}")
+
+
+def test_folded_windows_across_kills_on_path_a_path_b_and_a_rescale_are_exact(tmp_path):
+    """``window_average --fold``: each key's on-time messages fold per window pane
+    before the shuffle (panes of 500 ms: the step and the checkpoint interval)."""
+
+    def crasher(key_groups):
+        args = [*window_args(tmp_path), "--fold"]
+        args[args.index("--key-groups") + 1] = str(key_groups)
+        return Crasher("window_average", args, tmp_path, standby=False)
+
+    kill_folded_on_paths_a_and_b_then_rescale(crasher, 3, 2, tmp_path)
+    assert_windows_equal_pandas(tmp_path / "out.db", TOTAL, KEYS, SIZE, STEP)
+    assert_clock_names_durable_checkpoints(tmp_path)
