@@ -30,14 +30,15 @@ from bench.data import BATCH_SPAN_MS, ZIPF_EXPONENT, Dataset, generate  # noqa: 
 from bench.measure import RunResult, pool, ratio_spread  # noqa: E402
 
 #: Implementations, in the order they run over each data set.
-NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "folded", "window", "native-window",
-         "recovery", "small", "kafka", "demo", "bytewax")
+NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "folded", "window", "folded-window",
+         "native-window", "recovery", "small", "kafka", "demo", "bytewax")
 #: Implementations that also run over skewed keys.
 SKEWED = ("native", "vectorized", "folded", "bytewax")
 #: Key counts at which the restart of the vectorized job is timed.
 RECOVERY_KEYS = (100_000, 1_000_000)
 #: What each implementation is compared with.
-BASELINES = {"window": "native-window", "vectorized-small": "native-small", "vectorized-kafka": "native-kafka"}
+BASELINES = {"window": "native-window", "folded-window": "native-window", "vectorized-small": "native-small",
+             "vectorized-kafka": "native-kafka"}
 #: Rows of a micro-batch in the small-batch case (``small``).
 SMALL_BATCH_ROWS = 1_000
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -59,8 +60,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
     p.add_argument("--repeats", type=int, default=3,
-                   help="runs of native, vectorized and no-checkpoints, taking turns, whose batches are pooled: "
-                        "their ratio is the cost of checkpoints, smaller than the machine's noise (default %(default)s)")
+                   help="runs of native, vectorized, no-checkpoints and folded, taking turns, and of the windowed "
+                        "jobs, taking turns, whose batches are pooled: the ratio of vectorized and no-checkpoints is "
+                        "the cost of checkpoints, smaller than the machine's noise (default %(default)s)")
     p.add_argument("--only", help=f"comma-separated subset of: {', '.join(NAMES)}")
     p.add_argument("--out", default="bench/results", help="directory for results.json and the plots")
     p.add_argument("--work", help="directory for input and checkpoints (default: a temporary one, removed)")
@@ -232,9 +234,9 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
             "native": runs.native,
             "per-key": lambda d: runs.per_key(d, args.per_key_batches),
             "per-message": runs.per_message,
-            "window": runs.window,
-            "native-window": runs.native_window,
         }
+        windows = {"window": runs.window, "folded-window": runs.folded_window, "native-window": runs.native_window}
+        windows = {name: run for name, run in windows.items() if name in spark_names}
         try:
             if spark_names - {"native", "native-window"}:
                 runs.warm_up(datasets[0])
@@ -268,6 +270,14 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                         for taken in (native, on, off, fold):
                             if taken:
                                 record(pool(taken))
+                    elif name == next(iter(windows), None):
+                        # The windowed jobs take turns too, each compared with native's windows.
+                        turns = {window: [] for window in windows}
+                        for _ in range(args.repeats):
+                            for window, run in windows.items():
+                                turns[window].append(run(dataset))
+                        for taken in turns.values():
+                            record(pool(taken))
                     elif name == "folded" and "vectorized" not in spark_names:
                         record(pool([runs.folded(dataset) for _ in range(args.repeats)]))
                     elif name == "no-checkpoints" and "vectorized" not in spark_names:

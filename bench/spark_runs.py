@@ -70,6 +70,13 @@ class WindowedCountSum(CountSumVectorized):
         return WindowState(Averaged(), Window(WINDOW_SIZE_MS, WINDOW_STEP_MS))
 
 
+class WindowedCountSumFolded(MonoidTask):
+    """Count and sum per key over sliding windows, folded per window pane before the shuffle."""
+
+    def persistent_state(self):
+        return WindowState(Averaged(), Window(WINDOW_SIZE_MS, WINDOW_STEP_MS))
+
+
 def count_sum_per_key(key, frames, state):
     """What a PySpark user writes today: one call per key and micro-batch."""
     count, total = state.get if state.exists else (0, 0)
@@ -226,6 +233,10 @@ class SparkRuns:
 
     def window(self, dataset: Dataset) -> RunResult:
         return self.run_job("window", dataset, self.job("window", dataset, WindowedCountSum()))
+
+    def folded_window(self, dataset: Dataset) -> RunResult:
+        """The windowed count and sum as a ``MonoidTask``, folded per pane before the shuffle."""
+        return self.run_job("folded-window", dataset, self.job("folded-window", dataset, WindowedCountSumFolded()))
 
     # -- recovery ----------------------------------------------------------------------
 
