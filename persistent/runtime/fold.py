@@ -13,19 +13,19 @@ key group folds the partials into its table as it folds messages. Spark's half i
 
 **The rule.** A job folds when its task is a ``MonoidTask`` (whose state is not
 windowed, or windowed by a ``Window``: not sessions, whose bounds depend on the
-messages), its value column is of an atomic type (Spark groups the rows that do not
-fold by it) and the session took Spark's half (``load_extension``). A message row folds when it is on
-time: at or after the micro-batch's watermark (``BatchWatermark``, which reads what the
-driver sets for the micro-batch's jobs, ``WATERMARK_PROPERTY``) and the restore point,
-and when its value is one the monoid takes (a finite number for ``Averaged``). A
+messages), its value column is of an atomic type (Spark groups the rows that do not fold
+by it) and the session took Spark's half (``load_extension``). A message row folds when
+it is on time: at or after the micro-batch's watermark (``BatchWatermark``, which reads
+what the driver sets for the micro-batch's jobs, ``WATERMARK_PROPERTY``) and the restore
+point, and when its value is one the monoid takes (a finite number for ``Averaged``). A
 partial never holds rows of two buckets of the key group's table
 (``state.window.bucket_ms``: a checkpoint interval, or the pane of a window, which
 divides it), so never of two sides of a checkpoint or of the restore point (a checkpoint
-time), nor of two sets of windows; never late and on-time rows.
-Every other row (late messages, messages before the restore point, values the monoid
-refuses, bad records, heartbeats) crosses as it is, equal rows once with their
-``count``, and the key group handles it as without the fold. A ``MonoidTask``'s job
-says in its first lines which way it runs (``fold_of``, ``load_extension``).
+time), nor of two sets of windows; never late and on-time rows. Every other row (late
+messages, messages before the restore point, values the monoid refuses, bad records,
+heartbeats) crosses as it is, equal rows once with their ``count``, and the key group
+handles it as without the fold. A ``MonoidTask``'s job says in its first lines which way
+it runs (``fold_of``, ``load_extension``).
 
 **Where it costs.** When a micro-batch's messages hardly share a key and bucket (a
 million keys a batch), the fold combines nothing and its hash table costs more than it
@@ -107,8 +107,8 @@ class Fold:
 
 class Folding:
     """Whether a job's next micro-batch folds before the shuffle or passes its rows
-    through: after a micro-batch whose messages folded into more than ``KEEPS`` as many
-    partials, the next ``PASSES`` pass, then one folds again."""
+    through: after a micro-batch whose messages folded into more partials than ``KEEPS``
+    times their number, the next ``PASSES`` pass, then one folds again."""
 
     #: In runs of the benchmark the fold was even with the unfolded job, or slower, at
     #: about 0.63 partials a message (100,000 keys a micro-batch of 200,000 messages, in
@@ -148,9 +148,10 @@ def fold_of(task, value_type: str) -> tuple[Fold | None, str]:
 def folded(rows, fold: Fold, floor_ms: int, bucket_ms: int):
     """The key groups' ``rows`` (``persistent.runtime.rows``, after the watermark),
     each source partition's on-time messages folded per key group, key and bucket of
-    ``bucket_ms`` (``state.window.bucket_ms``): partials with ``folded`` true, ``count`` messages, ``timestamp`` the
-    newest of them, the partial values in ``fold.columns`` and a null ``value``;
-    every other row once per distinct row, with its ``count``."""
+    ``bucket_ms`` (``state.window.bucket_ms``): partials with ``folded`` true,
+    ``count`` messages, ``timestamp`` the newest of them, the partial values in
+    ``fold.columns`` and a null ``value``; every other row once per distinct row, with
+    its ``count``."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
     from pyspark.sql.classic.column import Column
