@@ -3,11 +3,11 @@
 // The key groups' operator (applyInPandasWithState) shuffles every message to its key
 // group. A monoid's plus is associative, so a task whose messages are monoid values
 // Spark can compute (persistent.core.task.MonoidTask) can fold them per key group, key
-// and checkpoint interval in the task that reads them, before the shuffle, as Spark's
-// own partial aggregation does: only the partial values cross it. Spark's DataFrame API
-// has no aggregation within a partition (a streaming one keeps state and must be the
-// query's last), so this file adds one: `PartialFold`, which Spark plans as its
-// HashAggregateExec in partial mode with no shuffle before or after it.
+// and checkpoint interval (or window pane) in the task that reads them, before the
+// shuffle, as Spark's own partial aggregation does: only the partial values cross it.
+// Spark's DataFrame API has no aggregation within a partition (a streaming one keeps
+// state and must be the query's last), so this file adds one: `PartialFold`, which
+// Spark plans as its HashAggregateExec in partial mode with no shuffle before or after it.
 //
 // Which messages fold depends on the micro-batch's watermark (a late message is output
 // or counted one by one), which Spark keeps on the driver: the driver puts it in a local

@@ -17,8 +17,9 @@ in its ``kind`` (``Kind``):
 A job that folds its messages before the shuffle (``persistent.runtime.fold``) adds
 ``folded``, ``count`` and the partial values' columns (``PARTIAL``): a **partial** is
 a message row with ``folded`` true, the fold of ``count`` on-time messages of one key
-and checkpoint interval read in one source partition, ``timestamp`` the newest of
-them and ``earliest`` the oldest; any other row stands for ``count`` equal rows.
+and bucket of the group's table (a checkpoint interval, or a window's pane) read in one
+source partition, ``timestamp`` the newest of them and ``earliest`` the oldest; any
+other row stands for ``count`` equal rows.
 
 ``grp`` holds the key group's slot, which Spark groups the rows by
 (``persistent.runtime.layout``), and ``event_time`` a message's event time for
@@ -285,10 +286,19 @@ class GroupRows:
     partials: Partials | None = None
 
     @property
+    def folded(self) -> int:
+        """The messages folded before the shuffle."""
+        return self.partials.messages if self.partials is not None else 0
+
+    @property
+    def partial_count(self) -> int:
+        """The partials the folded messages came in."""
+        return len(self.partials.counts) if self.partials is not None else 0
+
+    @property
     def count(self) -> int:
         """Messages (folded ones included) and bad records."""
-        folded = self.partials.messages if self.partials is not None else 0
-        return len(self.messages) + len(self.marked.records) + folded
+        return len(self.messages) + len(self.marked.records) + self.folded
 
     @property
     def newest_ms(self) -> int:
@@ -346,8 +356,8 @@ def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
 
 def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, Partials]:
     """A folded job's rows (``columns``, read from ``chunks``) as its partials, in the
-    order the group folds them (newest event time, source partition, a hash of the key), and its
-    other rows, each repeated ``count`` times."""
+    order the group folds them (newest event time, source partition, a hash of the
+    key), and its other rows, each repeated ``count`` times."""
     folded = _joined([chunk[FOLDED].to_numpy() for chunk in chunks]).astype(bool)
     counts = _joined([chunk[COUNT].to_numpy() for chunk in chunks]).astype(np.int64)
     names = [name for name in chunks[0].columns if name.startswith(PARTIAL)] if chunks else []

@@ -98,8 +98,6 @@ def group_function(
         late_output: list[str] = []
         watermark_ms = group_watermark_ms(state.getCurrentWatermarkMs(), floor_ms)
         rows = decode(frames, fold.values if fold is not None else None)
-        folded = rows.partials.messages if rows.partials is not None else 0
-        partials = len(rows.partials.counts) if rows.partials is not None else 0
         if rows.count:
             max_time_ms = rows.newest_ms
             try:
@@ -133,7 +131,8 @@ def group_function(
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
             bad_records=len(bad), late_records=len(late_output),
             checkpoint_ms=checkpoint.time_ms if checkpoint else None, checkpoint_bytes=written.size,
-            checkpoint_crc=written.crc, checkpoint_seconds=writing_s, folded=folded, partials=partials,
+            checkpoint_crc=written.crc, checkpoint_seconds=writing_s, folded=rows.folded,
+            partials=rows.partial_count,
         )})
         dead_letters = bad + late_output
         if len(results) or dead_letters:
