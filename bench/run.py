@@ -31,14 +31,14 @@ from bench.measure import RunResult, pool, ratio_spread  # noqa: E402
 
 #: Implementations, in the order they run over each data set.
 NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "folded", "window", "folded-window",
-         "native-window", "recovery", "small", "kafka", "demo", "bytewax")
+         "native-window", "recovery", "small", "kafka", "scale", "demo", "bytewax")
 #: Implementations that also run over skewed keys.
 SKEWED = ("native", "vectorized", "folded", "bytewax")
 #: Key counts at which the restart of the vectorized job is timed.
 RECOVERY_KEYS = (100_000, 1_000_000)
 #: What each implementation is compared with.
 BASELINES = {"window": "native-window", "folded-window": "native-window", "vectorized-small": "native-small",
-             "vectorized-kafka": "native-kafka"}
+             "vectorized-kafka": "native-kafka", "vectorized-scale": "native-scale", "folded-scale": "native-scale"}
 #: Rows of a micro-batch in the small-batch case (``small``).
 SMALL_BATCH_ROWS = 1_000
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -57,6 +57,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka-keys", default="100000",
                    help="key counts whose events native and vectorized also read from a real Kafka topic "
                         "(the case 'kafka'); empty for none")
+    p.add_argument("--scale-keys", default="100000,10000000",
+                   help="key counts of the case whose state grows (the case 'scale': native, vectorized and "
+                        "folded over --scale-events events each); the growth of a batch's time is from the "
+                        "fewest keys to the most; empty for none")
+    p.add_argument("--scale-events", type=int, default=4_000_000, help="events per data set of the case 'scale'")
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
     p.add_argument("--repeats", type=int, default=3,
@@ -134,10 +139,8 @@ def _targets(results: list[RunResult], demo_seconds: float | None) -> list[dict]
     target("per-message / native rows/s at 100,000 keys", ratio(m, n), 0.3)
     target("per-message / per-key applyInPandasWithState rows/s at 100,000 keys", ratio(m, k), 10)
     for name in ("vectorized", "native"):
-        big, mid = find(name, 1_000_000), find(name, 100_000)
-        if big and mid and mid.median_batch_ms:
-            target(f"{name}: median batch time at 1,000,000 keys / at 100,000 keys",
-                   big.median_batch_ms / mid.median_batch_ms, 1.5, higher_is_better=False)
+        target(f"{name}: median batch time at 1,000,000 keys / at 100,000 keys",
+               _growth(find(name, 100_000), find(name, 1_000_000)), 1.5, higher_is_better=False)
     for keys in sorted({r.keys for r in results}):
         off, on = find("no-checkpoints", keys), find("vectorized", keys)
         cost = ratio(off, on)
@@ -148,6 +151,22 @@ def _targets(results: list[RunResult], demo_seconds: float | None) -> list[dict]
             r = find(name, keys)
             target(f"{name} / native window rows/s at {keys:,} keys", ratio(r, find("native-window", keys)),
                    1.5 if keys >= 1_000_000 else 1.0, runs=r.ratio_spread if r else None)
+    scale = sorted({r.keys for r in results if r.name == "native-scale"})
+    if scale:
+        fewest, most = scale[0], scale[-1]
+        native = find("native-scale", most)
+        for name in ("vectorized-scale", "folded-scale"):
+            r = find(name, most)
+            target(f"{name} / native rows/s at {most:,} keys", ratio(r, native), 1.0,
+                   runs=r.ratio_spread if r else None)
+        growth = {name: _growth(find(name, fewest), find(name, most)) for name in ("native-scale", "vectorized-scale")}
+        if None not in growth.values():
+            target(f"median batch growth from {fewest:,} to {most:,} keys, vectorized / native",
+                   growth["vectorized-scale"] / growth["native-scale"], 1.0, higher_is_better=False)
+        v = find("vectorized-scale", most)
+        if v and native and v.checkpoint_bytes_per_batch and native.checkpoint_bytes_per_batch:
+            target(f"checkpoint bytes a micro-batch at {most:,} keys, vectorized / native's state store",
+                   v.checkpoint_bytes_per_batch / native.checkpoint_bytes_per_batch, 1.0, higher_is_better=False)
     small = next((r for r in results if r.name == "vectorized-small"), None)
     native_small = next((r for r in results if r.name == "native-small"), None)
     if small and native_small:
@@ -155,6 +174,13 @@ def _targets(results: list[RunResult], demo_seconds: float | None) -> list[dict]
                small.median_batch_ms - native_small.median_batch_ms, 300, higher_is_better=False)
     target("make demo: seconds of examples/demo.py", demo_seconds, 30, higher_is_better=False)
     return out
+
+
+def _growth(fewer: RunResult | None, more: RunResult | None) -> float | None:
+    """How many times a median batch grew from ``fewer`` keys to ``more``."""
+    if fewer and more and fewer.median_batch_ms and more.median_batch_ms:
+        return more.median_batch_ms / fewer.median_batch_ms
+    return None
 
 
 def run(args) -> int:
@@ -192,6 +218,7 @@ def run(args) -> int:
         "batch_rows": args.batch_rows, "batch_span_ms": BATCH_SPAN_MS, "zipf_exponent": ZIPF_EXPONENT,
         "seconds": round(time.monotonic() - started, 1), "recovery": recovery, "targets": targets,
         "demo_seconds": demo_seconds, "small_batch": {"rows": SMALL_BATCH_ROWS, "keys": args.small_keys},
+        "scale": {"events": args.scale_events, "keys": _int_list(args.scale_keys)},
     }
     report.write_json(out / "results.json", results, extra)
     report.plot(out, results)
@@ -303,6 +330,9 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                             recovery.append({"path": path, "keys": dataset.keys, "seconds": round(seconds, 2)})
                             print(f"bench: recovery path {path} at {dataset.keys:,} keys: {seconds:.1f} s",
                                   file=sys.stderr)
+            if "scale" in spark_names:
+                for taken in _scale_turns(runs, work, args):
+                    record(pool(taken))
         finally:
             spark.stop()
     if "bytewax" in only:
@@ -326,6 +356,21 @@ def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], list[Ru
             native.append(runs.native(dataset, "native-kafka", source=source))
             vectorized.append(runs.vectorized(dataset, "vectorized-kafka", source=source)[0])
     return native, vectorized
+
+
+def _scale_turns(runs, work: Path, args) -> list[list[RunResult]]:
+    """Native, vectorized and folded runs, taking turns, over ``args.scale_events``
+    uniform events at each of ``args.scale_keys``: the state grows to millions of keys."""
+    turns = []
+    for keys in _int_list(args.scale_keys):
+        dataset = generate(work / "input-scale", "uniform", keys, args.scale_events, args.batch_rows)
+        native, vectorized, folded = [], [], []
+        for _ in range(args.repeats):
+            native.append(runs.native(dataset, "native-scale"))
+            vectorized.append(runs.vectorized(dataset, "vectorized-scale")[0])
+            folded.append(runs.folded(dataset, "folded-scale"))
+        turns += [native, vectorized, folded]
+    return turns
 
 
 def _time_demo(work: Path) -> float:

@@ -227,9 +227,9 @@ class SparkRuns:
                        watermark_delay_ms=BATCH_SPAN_MS if source else 0)
         return self.run_job(name, dataset, job, checkpoints), job
 
-    def folded(self, dataset: Dataset) -> RunResult:
+    def folded(self, dataset: Dataset, name: str = "folded") -> RunResult:
         """The count and sum as a ``MonoidTask``, whose messages fold before the shuffle."""
-        return self.run_job("folded", dataset, self.job("folded", dataset, CountSumFolded()))
+        return self.run_job(name, dataset, self.job(name, dataset, CountSumFolded()))
 
     def window(self, dataset: Dataset) -> RunResult:
         return self.run_job("window", dataset, self.job("window", dataset, WindowedCountSum()))

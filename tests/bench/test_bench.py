@@ -157,3 +157,24 @@ def test_a_ratio_of_pools_that_took_turns_states_the_lowest_median_and_highest_r
     assert ratio_spread(vectorized, pooled("native", [1_000, 1_000])) is None  # not run in turns
     vectorized.ratio, vectorized.ratio_spread = 0.9, ratio_spread(vectorized, native)
     assert "0.90 [0.70/0.90/1.00]" in table([vectorized]).splitlines()[2]
+
+
+def test_the_scale_case_reports_its_ratio_its_batches_growth_and_its_checkpoint_bytes_against_natives():
+    from bench.run import _targets
+
+    def result(name, keys, rows_per_s, batch_ms, checkpoint_kb):
+        return RunResult(name, "uniform", keys, 10, rows_per_s=rows_per_s, median_batch_ms=batch_ms,
+                         checkpoint_bytes_per_batch=checkpoint_kb * 1024)
+
+    results = [result("native-scale", 100_000, 400, 500, 1_400), result("vectorized-scale", 100_000, 380, 520, 2_000),
+               result("native-scale", 10_000_000, 150, 1_250, 3_300),
+               result("vectorized-scale", 10_000_000, 165, 1_080, 6_600),
+               result("folded-scale", 10_000_000, 135, 1_150, 6_600)]
+    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets(results, None)}
+    assert measured == {
+        "vectorized-scale / native rows/s at 10,000,000 keys": (1.1, True),
+        "folded-scale / native rows/s at 10,000,000 keys": (0.9, False),
+        # 1,080 / 520 against 1,250 / 500
+        "median batch growth from 100,000 to 10,000,000 keys, vectorized / native": (0.831, True),
+        "checkpoint bytes a micro-batch at 10,000,000 keys, vectorized / native's state store": (2.0, False),
+    }
