@@ -37,6 +37,12 @@ thread has ``FOLD_PROPERTY`` set to ``PASS``, and the driver gives those micro-b
 tasks no watermark, so that no row is a partial. Both ways give the key groups the same
 messages; only the time differs.
 
+**The newest event time.** Spark's half also sends every key group, from each task
+before the shuffle that read a message, the newest event time among its messages
+(``newest_per_group``: a ``Kind.NEWEST`` row per group after the partition's rows), for
+jobs whose groups checkpoint at the next micro-batch's watermark
+(``persistent.runtime.stateful.group_function``).
+
 **Order.** A key group folds its partials by their newest event time, then source
 partition, as it folds messages, then a hash of their key, whatever order Spark emits
 them in (``persistent.runtime.rows.decode``); within a source partition Spark folds a
@@ -46,6 +52,7 @@ partitions) folds alike.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -60,10 +67,10 @@ from monoids import Averaged, Count
 from persistent.core.badrecords import BAD_RECORD_COLUMN
 from persistent.core.task import MonoidTask
 from persistent.runtime.rows import (COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PART, PARTIAL, TIMESTAMP,
-                                     VALUE, Kind)
+                                     VALUE, Kind, moving_time, newest_columns)
 
-__all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS",
-           "SOURCE"]
+__all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per_group", "WATERMARK_PROPERTY",
+           "FOLD_PROPERTY", "PASS", "SOURCE"]
 
 #: Spark's half of the fold.
 SOURCE = Path(__file__).resolve().parent.parent / "jvm" / "Fold.scala"
@@ -76,6 +83,8 @@ FOLD_PROPERTY, PASS = "persistent.fold", "pass"
 CACHE_ENV = "PERSISTENT_JVM_CACHE"
 #: The column of a row's bucket (a message's time when it does not fold).
 _BUCKET = "bucket"
+#: The column of a row's event time if it moves Spark's watermark (``newest_per_group``).
+_NEWEST = "newest"
 _ATOMIC = ("string", "bigint", "int", "smallint", "tinyint", "double", "float", "boolean", "binary", "date",
            "timestamp")
 
@@ -174,16 +183,38 @@ def folded(rows, fold: Fold, floor_ms: int, bucket_ms: int):
     functions = ["count", "max", "min", *fold.functions]
     inputs = [TIMESTAMP, TIMESTAMP, TIMESTAMP, *(f"in_{name}" for name in fold.columns)]
     names = [COUNT, TIMESTAMP, EARLIEST, *fold.columns]
-    gateway = spark.sparkContext._gateway
-
-    def strings(values):
-        array = gateway.new_array(gateway.jvm.java.lang.String, len(values))
-        for i, each in enumerate(values):
-            array[i] = each
-        return array
-
-    partial = half.partial(prepared._jdf, *(strings(v) for v in (grouping, functions, inputs, names)))
+    partial = half.partial(prepared._jdf, *(_array(spark, "java.lang.String", v)
+                                            for v in (grouping, functions, inputs, names)))
     return DataFrame(partial, spark).drop(_BUCKET)
+
+
+def newest_per_group(rows, key_groups: int):
+    """The key groups' ``rows`` (``persistent.runtime.rows``, after the watermark) and,
+    after the rows of each source partition that read a message, a ``Kind.NEWEST`` row
+    for each of the ``key_groups`` whose ``timestamp`` is the newest event time of the
+    partition's messages: those that move Spark's watermark (``rows.moving_time``). Every
+    key group so learns the newest event time of the micro-batch's messages, from which
+    the next micro-batch's watermark follows (``rows.next_spark_watermark_ms``)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    spark = rows.sparkSession
+    timed = rows.withColumn(_NEWEST, moving_time())
+    values = {**newest_columns({c.name: c.dataType for c in timed.schema}), _NEWEST: F.lit(None).cast("bigint")}
+    names = [name for name in timed.columns if name not in (GROUP, TIMESTAMP)]
+    frame = _half(spark).newest(timed._jdf, _NEWEST, GROUP, TIMESTAMP, key_groups,
+                                _array(spark, "java.lang.String", names),
+                                _array(spark, "org.apache.spark.sql.Column", [values[name]._jc for name in names]))
+    return DataFrame(frame, spark).drop(_NEWEST)
+
+
+def _array(spark, java_class: str, values: list):
+    """A Java array of ``java_class`` holding ``values``, for a call through Py4J."""
+    gateway = spark.sparkContext._gateway
+    array = gateway.new_array(functools.reduce(getattr, java_class.split("."), gateway.jvm), len(values))
+    for i, each in enumerate(values):
+        array[i] = each
+    return array
 
 
 def load_extension(spark) -> str | None:

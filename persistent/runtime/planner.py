@@ -32,6 +32,13 @@ Per micro-batch, inside Spark:
    durable, and no state bytes reach the driver: it collects reports of a few numbers
    per key group.
 
+Where the watermark alone changes no state (no windows, no ``ttl_ms``), a key group
+checkpoints at the next micro-batch's watermark instead of its own: every task before
+the shuffle sends every group the newest event time it read
+(``persistent.runtime.fold.newest_per_group``), from which that watermark follows. The
+last micro-batch with messages then takes the checkpoint a micro-batch without data
+would, and the query runs none (``Plan.watermark_acts_alone``).
+
 A key group with no state in Spark's state store in a generation begun by path B
 reads its own checkpoint at the restore point (restore by reference), and every
 generation's first micro-batch wakes every key group (``persistent.runtime.heartbeats``), so
@@ -64,7 +71,7 @@ from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
-                                     load_extension)
+                                     load_extension, newest_per_group)
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
@@ -97,6 +104,8 @@ __all__ = ["Plan", "RunningJob", "KEY_GROUPS_PER_CORE"]
 
 #: How often ``Job.run`` looks at the query's progress for its progress bar.
 _PROGRESS_POLL_SECONDS = 0.5
+#: Whether a query runs a micro-batch when its watermark moved and no data came.
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 _NUMPY_TO_SPARK = {"i": "bigint", "u": "bigint", "f": "double", "b": "boolean"}
 #: Key groups per core of the cluster (``defaultParallelism``) on a fresh start without
@@ -137,6 +146,12 @@ class Plan:
     @property
     def windowed(self) -> bool:
         return self.spec.window is not None
+
+    @property
+    def watermark_acts_alone(self) -> bool:
+        """Whether the watermark's passing changes the state without a message: windows
+        close, keys expire (``ttl_ms``)."""
+        return self.windowed or self.spec.ttl_ms is not None
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Takes the job directory's lease (``persistent.storage.lease``: a directory
@@ -205,7 +220,8 @@ class Plan:
         reports = spark.sparkContext.accumulator({}, Reports())
         messages = self._messages(spark, recovery.floor_ms, storage)
         fold = self._fold(spark, messages)
-        results = self._stateful(messages, recovery, directory, storage, reports, fold)
+        early = self._checkpoints_early(spark)
+        results = self._stateful(messages, recovery, directory, storage, reports, fold, early)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
         rewind_positions = (job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source)
@@ -224,12 +240,16 @@ class Plan:
         elif trigger_ms:
             writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
         # A query takes the session's settings when it starts (and keeps its number of
-        # state partitions in its checkpoint): one shuffle partition per core, and Arrow
+        # state partitions in its checkpoint): one shuffle partition per core, Arrow
         # batches that hold a key group's messages in one chunk, not ten thousand rows at a
-        # time (Spark hands a group's state to Python again with each chunk).
+        # time (Spark hands a group's state to Python again with each chunk), and a
+        # micro-batch without data only where it changes something: windows close, keys
+        # expire, or a checkpoint falls due at the watermark of the micro-batch before
+        # (the groups of ``early`` took it in the last micro-batch with messages).
         partitions = recovery.partitions or state_partitions(recovery.key_groups, cores)
         settings = {"spark.sql.shuffle.partitions": str(partitions),
-                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS)}
+                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+                    NO_DATA_BATCHES: str(self.watermark_acts_alone or (self.checkpoints and not early)).lower()}
         if _on_local_disk(spark, directory.spark):
             settings[CHECKPOINT_FILE_MANAGER] = LOCAL_CHECKPOINT_FILES
         previous = {name: spark.conf.get(name, None) for name in settings}
@@ -287,13 +307,26 @@ class Plan:
         stderr.line(f"[persistent] {why}")
         return fold
 
+    def _checkpoints_early(self, spark) -> bool:
+        """Whether the key groups checkpoint at the next micro-batch's watermark
+        (``persistent.runtime.stateful.group_function``): a job with checkpoints whose
+        state the watermark alone does not change, once the session took Spark's half
+        (``load_extension``, which sends the groups the micro-batch's newest event time)."""
+        if not self.checkpoints or self.watermark_acts_alone:
+            return False
+        unloaded = load_extension(spark)
+        if unloaded:
+            stderr.line(f"[persistent] key groups checkpoint at each micro-batch's own watermark: {unloaded}")
+        return unloaded is None
+
     def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports,
-                  fold: Fold | None = None):
+                  fold: Fold | None = None, early: bool = False):
         """The key groups' rows, one per group with results or dead letters
         (``persistent.runtime.stateful.output_schema``); each group adds its
         ``GroupReport`` to the accumulator ``reports``. The groups' input is
-        ``persistent.runtime.rows``: each message's row, and a heartbeat's per group in
-        a generation's first micro-batch."""
+        ``persistent.runtime.rows``: each message's row, a heartbeat's per group in
+        a generation's first micro-batch, and, ``early``, the newest event time of each
+        source partition's messages per group."""
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         job = self.job
@@ -307,12 +340,15 @@ class Plan:
             rows = rows.unionByName(heartbeats(messages.sparkSession, recovery, directory).select(
                 *heartbeat_columns(types)))
         rows = watermarked(rows, job.watermark_delay_ms)
+        if early:
+            rows = newest_per_group(rows, recovery.key_groups)
         if fold is not None:
             rows = folded(rows, fold, recovery.floor_ms, bucket_ms(self.spec.window, job.checkpoint_interval_ms))
         grouped = rows.withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
+            job.watermark_delay_ms if early else None,
         )
         return grouped.applyInPandasWithState(
             function, output_schema(key_type, value_type), "table binary", "Update", GroupStateTimeout.EventTimeTimeout

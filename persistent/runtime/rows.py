@@ -28,8 +28,9 @@ Spark's watermark, nulled before the grouping (``watermarked``).
 The watermark: Spark's trails the job's by ``WATERMARK_LAG_MS``, so a message at the
 newest event time seen is in order (``docs/concepts.md``, "Late messages").
 ``spark_delay`` sets Spark's, ``job_watermark_ms`` reads the job's,
-``group_watermark_ms`` the one a key group runs with, and ``timeout_ms`` wakes a group
-once the job's reaches a time.
+``group_watermark_ms`` the one a key group runs with, ``next_spark_watermark_ms`` the
+one Spark will give the next micro-batch, and ``timeout_ms`` wakes a group once the
+job's reaches a time.
 
 The Spark side imports pyspark inside its functions: a test of a task
 (``persistent.tools.testing``) needs none of it.
@@ -49,8 +50,9 @@ from persistent.core.task import MESSAGE_COLUMNS
 
 __all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_TIME", "ARROW_BATCH_ROWS",
            "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
-           "heartbeat_columns", "no_mark", "watermarked", "spark_delay", "job_watermark_ms", "group_watermark_ms",
-           "timeout_ms", "FOLDED", "COUNT", "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
+           "heartbeat_columns", "newest_columns", "moving_time", "no_mark", "watermarked", "spark_delay",
+           "job_watermark_ms", "group_watermark_ms", "next_spark_watermark_ms", "timeout_ms", "FOLDED", "COUNT",
+           "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
 
 KEY, TIMESTAMP, VALUE = MESSAGE_COLUMNS
 #: The column of a row's ``Kind``.
@@ -85,6 +87,9 @@ class Kind(IntEnum):
     MESSAGE = 0
     BAD_RECORD = 1
     HEARTBEAT = 2
+    #: The newest event time among the messages one task before the shuffle read, for
+    #: each key group (``persistent.runtime.fold.newest_per_group``).
+    NEWEST = 3
 
 
 # -- the Spark side: the planner's expressions --------------------------------------
@@ -198,6 +203,23 @@ def heartbeat_columns(types: dict) -> list:
             F.lit(-1).alias(PART), F.col(GROUP)]
 
 
+def newest_columns(types: dict) -> dict:
+    """The columns of a ``Kind.NEWEST`` row but ``grp`` and ``timestamp`` (its key group
+    and the newest event time), by name, over rows of ``types`` (by column name): like a
+    heartbeat's, no event time, no mark, no source partition."""
+    from pyspark.sql import functions as F
+
+    return {KEY: _filler(types[KEY]), VALUE: _filler(types[VALUE]), BAD_RECORD_COLUMN: no_mark(),
+            KIND: _kind(Kind.NEWEST), PART: F.lit(-1), EVENT_TIME: F.lit(None).cast("timestamp")}
+
+
+def moving_time():
+    """A row's event time if it moves Spark's watermark (a message's: ``watermarked``), else null."""
+    from pyspark.sql import functions as F
+
+    return F.when(_is_message(), F.col(TIMESTAMP))
+
+
 def watermarked(rows, delay_ms: int):
     """``rows`` with ``event_time``, which carries Spark's watermark (``spark_delay``)
     and is null: the messages' event times move the watermark, and the column then
@@ -229,6 +251,14 @@ def job_watermark_ms(spark_watermark_ms: int) -> int:
     """The job's watermark, of which Spark's is ``spark_watermark_ms``: a message older
     than it is late, one at it in order."""
     return spark_watermark_ms + WATERMARK_LAG_MS
+
+
+def next_spark_watermark_ms(spark_watermark_ms: int, newest_ms: int, delay_ms: int) -> int:
+    """Spark's watermark in the micro-batch after one that runs with ``spark_watermark_ms``
+    and whose messages' newest event time is ``newest_ms``, for the job's ``delay_ms``:
+    Spark moves it to the newest event time of a micro-batch's messages less its delay
+    (``spark_delay``), never back."""
+    return max(spark_watermark_ms, newest_ms - delay_ms - WATERMARK_LAG_MS)
 
 
 def group_watermark_ms(spark_watermark_ms: int, floor_ms: int) -> int:
@@ -284,6 +314,9 @@ class GroupRows:
     marked: Marked
     #: The messages folded before the shuffle, if the job folds.
     partials: Partials | None = None
+    #: The newest event time of the micro-batch's messages (``Kind.NEWEST``), if the job
+    #: sends it and the micro-batch has messages.
+    batch_newest_ms: int | None = None
 
     @property
     def folded(self) -> int:
@@ -315,7 +348,8 @@ _READ = (KIND, *MESSAGE_COLUMNS, BAD_RECORD_COLUMN, PART)
 
 def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
     """A key group's rows from Spark's chunks of them (``applyInPandasWithState``),
-    without heartbeats, by kind; with ``values`` (``persistent.runtime.fold.Fold.values``:
+    without heartbeats, by kind, and the micro-batch's newest event time from its
+    ``Kind.NEWEST`` rows; with ``values`` (``persistent.runtime.fold.Fold.values``:
     the partial values' columns to a monoid column), the rows of a folded job, whose
     partials it returns apart and whose other rows it repeats as often as they count.
 
@@ -351,7 +385,9 @@ def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
         marked = Marked(bad_times, columns[BAD_RECORD_COLUMN][bad])
         if order is not None:
             marked = Marked(bad_times[order], marked.records[order])
-    return GroupRows(pd.DataFrame(frame, copy=False), marked, partials)
+    newest = kinds == Kind.NEWEST
+    batch_newest_ms = int(columns[TIMESTAMP][newest].max()) if newest.any() else None
+    return GroupRows(pd.DataFrame(frame, copy=False), marked, partials, batch_newest_ms)
 
 
 def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, Partials]:

@@ -31,12 +31,12 @@ from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
-from persistent.runtime.rows import decode, group_watermark_ms, timeout_ms
+from persistent.runtime.rows import decode, group_watermark_ms, next_spark_watermark_ms, timeout_ms
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
 from state.checkpoint_store import Written
-from state.errors import StorageError
+from state.errors import StateValueError, StorageError
 
 __all__ = ["group_function", "output_schema", "kept_checkpoint", "RESULT_COLUMNS", "DEAD_LETTERS"]
 
@@ -70,14 +70,19 @@ def group_function(
     storage: JobStorage,
     reports,
     fold: Fold | None = None,
+    delay_ms: int | None = None,
 ):
     """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
     checkpointed every ``interval_ms`` (with ``checkpoints``) into ``storage``, in the
     generation ``recovery`` began; bad records and late messages handled as ``mode``
     and ``late_records`` say; the state kept in Spark's state store if it ``carries``
     over to the next micro-batch; reports added to the accumulator ``reports``; with
-    ``fold``, the rows of a job that folds its messages before the shuffle. Only
-    these travel to the executors, not the job (its source and sink stay on the driver)."""
+    ``fold``, the rows of a job that folds its messages before the shuffle. With the
+    job's watermark ``delay_ms``, the rows carry the micro-batch's newest event time
+    (``persistent.runtime.fold.newest_per_group``) and a group checkpoints at the next
+    micro-batch's watermark (``rows.next_spark_watermark_ms``): every message before it
+    is in this micro-batch or late in the next. Only these travel to the executors, not
+    the job (its source and sink stay on the driver)."""
     floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
 
     def run_group(key, frames, state):
@@ -96,7 +101,15 @@ def group_function(
         max_time_ms = -1
         bad: list[str] = []
         late_output: list[str] = []
-        watermark_ms = group_watermark_ms(state.getCurrentWatermarkMs(), floor_ms)
+        spark_ms = state.getCurrentWatermarkMs()
+        watermark_ms = group_watermark_ms(spark_ms, floor_ms)
+        if group.table.sealed_ms > watermark_ms:
+            # A checkpoint taken a micro-batch early at a watermark Spark did not then give:
+            # messages between the two are on time here but missing from the checkpoint.
+            raise StateValueError(
+                f"key group {grp} checkpointed at {group.table.sealed_ms} ms, after this micro-batch's watermark "
+                f"{watermark_ms} ms: stop the job, run persistent rewind {storage.root} --to a clock before "
+                f"{group.table.sealed_ms} ms, then start it again (recovery path B)")
         rows = decode(frames, fold.values if fold is not None else None)
         if rows.count:
             max_time_ms = rows.newest_ms
@@ -111,7 +124,10 @@ def group_function(
                 # sink writes any of its results; the driver reads the record from the directory.
                 storage.directory().record_failing_record(grp, exc.record)
                 raise
-        results, checkpoint = group.advance(watermark_ms, checkpoints)
+        advance_ms = watermark_ms
+        if delay_ms is not None and rows.batch_newest_ms is not None:
+            advance_ms = group_watermark_ms(next_spark_watermark_ms(spark_ms, rows.batch_newest_ms, delay_ms), floor_ms)
+        results, checkpoint = group.advance(advance_ms, checkpoints)
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:
             began = time.monotonic()
@@ -125,7 +141,7 @@ def group_function(
             state.update((encoded,))
             crash_point(CrashPoint.GROUP)
             # Wake this group when the watermark reaches its next boundary, even with no input.
-            state.setTimeoutTimestamp(timeout_ms(boundary_after(watermark_ms, interval_ms)))
+            state.setTimeoutTimestamp(timeout_ms(boundary_after(advance_ms, interval_ms)))
         reports.add({grp: GroupReport(
             grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from spark_groups import frame, marked, spark_rows
 
 from persistent.core.badrecords import BadRecord
-from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, group_watermark_ms, job_watermark_ms, spark_delay,
-                                     timeout_ms)
+from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, group_watermark_ms, job_watermark_ms,
+                                     next_spark_watermark_ms, spark_delay, timeout_ms)
 
 
 def test_a_groups_rows_decode_to_its_messages_in_fold_order_and_its_bad_records_without_heartbeats():
@@ -30,6 +30,25 @@ def test_a_groups_rows_decode_to_its_messages_in_fold_order_and_its_bad_records_
 def test_a_group_woken_without_messages_decodes_to_none(chunks):
     rows = decode(chunks)
     assert (rows.count, rows.newest_ms, len(rows.messages), len(rows.marked.records)) == (0, -1, 0, 0)
+
+
+def test_the_newest_rows_give_the_micro_batchs_newest_event_time_and_no_message():
+    def newest(*times_ms):  # one row from each task before the shuffle that read messages
+        n = len(times_ms)
+        return spark_rows([Kind.NEWEST] * n, [None] * n, list(times_ms), [0] * n, [None] * n, [-1] * n)
+
+    rows = decode([frame([("a", 10, 1, 0)], beats=1), newest(250, 180), frame([("b", 20, 2, 1)]), newest(240)])
+    assert rows.messages.to_dict("list") == {"key": ["a", "b"], "timestamp": [10, 20], "value": [1, 2]}
+    assert (rows.count, rows.newest_ms, rows.batch_newest_ms) == (2, 20, 250)
+    assert decode([frame([("a", 10, 1, 0)])]).batch_newest_ms is None
+    assert (decode([newest(7)]).count, decode([newest(7)]).batch_newest_ms) == (0, 7)
+
+
+def test_the_next_micro_batchs_watermark_is_the_newest_event_time_less_the_delay_never_back():
+    assert next_spark_watermark_ms(0, 250, 0) == 249  # the job's: 250, a message at it in order
+    assert job_watermark_ms(next_spark_watermark_ms(0, 250, 100)) == 150
+    assert next_spark_watermark_ms(300, 250, 0) == 300
+    assert next_spark_watermark_ms(-(2**63), 0, 0) == -1
 
 
 def test_a_groups_kinds_decide_what_its_rows_are_not_their_nulls():

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_groups import Accumulator, GroupState, frame, marked, rows
+from spark_groups import Accumulator, GroupState, frame, marked, rows, spark_rows
 from test_keygroup import VectorizedCount
 
 from monoids import Last, Timestamped
@@ -22,13 +22,14 @@ from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, La
 from persistent.core.faults import CrashPoint
 from persistent.runtime import stateful
 from persistent.runtime.reports import GroupReport
+from persistent.runtime.rows import Kind
 from persistent.runtime.stateful import DEAD_LETTERS, group_function
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from state import NonWindowState
 from state.checkpoint_store import CheckpointStore, decode_record
-from state.errors import MissingCheckpointError, StorageError
+from state.errors import MissingCheckpointError, StateValueError, StorageError
 from state.tables import read_table
 
 
@@ -71,13 +72,14 @@ FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1)
 
 def key_group(storage: JobStorage, task: PersistentTask | None = None, recovery: Recovery = FRESH,
               mode: BadRecords = BadRecords.FAIL, late_records: LateRecords = LateRecords.DROP,
-              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True):
+              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True, delay_ms: int | None = None):
     """``run_group`` of a job of one key group (counting its messages unless ``task`` is
-    given), checkpointed every ``interval_ms`` into ``storage`` (with ``checkpoints``);
-    and the accumulator of its reports."""
+    given), checkpointed every ``interval_ms`` into ``storage`` (with ``checkpoints``;
+    with ``delay_ms``, at the next micro-batch's watermark); and the accumulator of its
+    reports."""
     reports = Accumulator()
     run_group = group_function(task or VectorizedCount(), interval_ms, recovery, checkpoints, mode, late_records,
-                               carries, storage, reports)
+                               carries, storage, reports, delay_ms=delay_ms)
     return run_group, reports
 
 
@@ -247,6 +249,28 @@ def test_a_groups_timeout_is_where_sparks_watermark_passes_the_next_boundary(tmp
     state = GroupState(watermark_ms)
     list(run_group((0,), iter([rows(["a"], watermark_ms)]), state))
     assert state.timeout_ms == timeout_ms  # Spark's watermark is ours less 1 ms, and a timeout is at least 1 ms
+
+
+def test_a_group_told_the_newest_event_time_checkpoints_at_the_next_micro_batchs_watermark(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, reports = key_group(storage, delay_ms=10)
+    state = GroupState(watermark_ms=50)
+    newest = spark_rows([Kind.NEWEST], [None], [270], [0], [None], [-1])
+    (out,) = run_group((0,), iter([rows(["a", "b"], 60), rows(["a"], 255), newest]), state)
+    assert totals(out) == {"a": 2, "b": 1}
+    # The next micro-batch's watermark is 270 - 10 ms: every message before 200 ms is in
+    # this one or late in the next.
+    assert (reports.value[0].watermark_ms, reports.value[0].checkpoint_ms) == (50, 200)
+    table = VectorizedCount().state_spec().restore(100, storage.directory().store(0).recover(200))
+    assert dict(zip(*(part.tolist() for part in table.totals()))) == {"a": 1, "b": 1}  # not a at 255 ms
+    assert state.timeout_ms == 298
+
+    state.watermark_ms = 260  # Spark's, as computed from the same newest event time
+    (out,) = run_group((0,), iter([rows(["b"], 260)]), state)
+    assert totals(out) == {"b": 2} and reports.value[0].checkpoint_ms is None
+    state.watermark_ms = 199  # a watermark before the checkpoint: its messages would be missing from it
+    with pytest.raises(StateValueError, match=r"checkpointed at 200 ms, after this micro-batch's watermark 199 ms"):
+        list(run_group((0,), iter([rows(["b"], 230)]), state))
 
 
 def test_a_group_that_carries_no_state_leaves_sparks_state_alone(tmp_path):

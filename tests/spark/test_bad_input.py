@@ -123,7 +123,12 @@ def test_fail_mode_names_file_and_line_and_keeps_what_was_committed(spark, tmp_p
     failed = json.loads((tmp_path / "ck" / "failed-batch").read_text())
     assert failed["generation"] == 0 and failed["batch"] >= 1
     assert sums(tmp_path) == {"a": 1, "b": 2}
-    assert committed(tmp_path) == before
+    # The clock and the checkpoints it names are as they were; the failed micro-batch's
+    # other key groups may have written checkpoints that no clock names (its replay
+    # writes them again).
+    after = committed(tmp_path)
+    assert {name: after[name] for name in before} == before
+    assert all(name.startswith("checkpoints/") for name in set(after) - set(before))
 
     # Fix the line and run again: Spark replays the failed batch, nothing was lost.
     (inputs / "b.jsonl").write_text("\n".join(LATER) + "\n")
