@@ -37,6 +37,7 @@ import numbers
 import re
 import struct
 import zlib
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -306,11 +307,15 @@ class CheckpointStore:
         held = self.times()
         return held[-1] if held else None
 
-    def retain(self, oldest_ms: int, whole_every_ms: int | None = None) -> None:
+    def retain(self, oldest_ms: int, whole_every_ms: int | None = None,
+               wholes: Mapping[int, int] | None = None) -> None:
         """Deletes the checkpoints older than ``oldest_ms``, always keeping the newest one,
-        and the chain of each one kept: with ``whole_every_ms``, the writer's promise that a
-        chain never reaches back past a multiple of it, those from the last multiple at or
-        before the oldest one kept.
+        and the chain of each one kept: those from the whole checkpoint the oldest one
+        kept starts at, when ``wholes`` (checkpoint time to that whole's time, as the
+        writer recorded them) says which; else, with ``whole_every_ms``, the writer's
+        promise that a chain never reaches back past a multiple of it, those from the
+        last multiple at or before the oldest one kept. (A chain's links are the
+        checkpoints between its ends: each one's base is the one before it.)
 
         Pass the oldest clock that may still be restored (the current clock, or the
         oldest in ``ClockStore.history()`` to keep rewinds possible).
@@ -320,7 +325,12 @@ class CheckpointStore:
         kept = [timestamp_ms for timestamp_ms in held if timestamp_ms >= oldest_ms] or held[-1:]
         if not kept:
             return
-        first_ms = kept[0] - kept[0] % whole_every_ms if whole_every_ms else kept[0]
+        if wholes and kept[0] in wholes:
+            first_ms = wholes[kept[0]]
+        elif whole_every_ms:
+            first_ms = kept[0] - kept[0] % whole_every_ms
+        else:
+            first_ms = kept[0]
         for timestamp_ms in held:
             if timestamp_ms >= first_ms:
                 break

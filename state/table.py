@@ -181,6 +181,11 @@ class KeyedTable:
         self._touched = None if window is not None else np.empty(0, dtype=bool)
         #: Time of the last checkpoint taken or recovered (0: none yet).
         self.checkpoint_ms = 0
+        #: The chain of the last checkpoint (``checkpoint_changes``): the time of the whole
+        #: checkpoint it starts at (the last one's own time when that is whole; 0: none
+        #: known) and the rows of the changes after it, up to the last one.
+        self.whole_ms = 0
+        self.chain_rows = 0
         #: Watermark up to which closed windows have been emitted.
         self.emitted_ms = 0
         #: Messages refused as late since the table was created.
@@ -437,6 +442,7 @@ class KeyedTable:
     def checkpoint(self, timestamp_ms: int) -> bytes:
         """Encodes the state at ``timestamp_ms`` (rows before it) and seals it."""
         self.seal(timestamp_ms)
+        self.whole_ms, self.chain_rows = timestamp_ms, 0
         return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
     @property
@@ -450,41 +456,46 @@ class KeyedTable:
     def checkpoint_changes(self, timestamp_ms: int) -> bytes:
         """``checkpoint``, holding only the keys it changes: those with rows from the last
         checkpoint up to ``timestamp_ms``, with their new committed rows, in ``encode``'s
-        format. Decoded, they make the last checkpoint this one (``roll_forward``)."""
+        format. Decoded, they make the last checkpoint this one (``roll_forward``), and
+        their rows count in ``chain_rows``."""
         if not self.keeps_changes:
             raise StateValueError("a table with a window or a ttl_ms checkpoints whole")
         changed = self.keys[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]
         self.seal(timestamp_ms)
         rows = (self.buckets == COMMITTED) & self._rows_of(changed)
+        self.chain_rows += int(rows.sum())
         return self._encode(rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
-    def roll_forward(self, changes: KeyedTable) -> None:
-        """Makes this table, a checkpoint, the next one: ``changes`` is the decoded
-        ``checkpoint_changes`` taken on it. The rows of the keys it changes take its
-        values, in their places; new keys follow, in its order."""
-        if (not self.keeps_changes or changes.checkpoint_ms <= self.checkpoint_ms
-                or bool((self.buckets != COMMITTED).any()) or bool((changes.buckets != COMMITTED).any())):
-            raise CorruptCheckpointError(
-                f"the changes of the checkpoint at {changes.checkpoint_ms} ms do not follow the checkpoint at "
-                f"{self.checkpoint_ms} ms"
-            )
-        held = len(self.keys)
-        codes, unique_keys = factorize_keys(np.concatenate([self.keys, changes.keys]))
-        row_of = np.full(len(unique_keys), -1, dtype=np.intp)
-        row_of[codes[:held]] = np.arange(held)
-        rows = row_of[codes[held:]]
-        known = rows >= 0
-        values = self.values.copy()
-        values[rows[known]] = changes.values[known]
-        added = ~known
-        self.keys = np.concatenate([self.keys, changes.keys[added]])
-        self.buckets = np.concatenate([self.buckets, changes.buckets[added]])
-        self.values = np.concatenate([values, changes.values[added]])
+    def roll_forward(self, *changes: KeyedTable) -> None:
+        """Makes this table, a checkpoint, the one ``changes`` lead to: each is the
+        decoded ``checkpoint_changes`` taken on the one before it, the first on this one.
+        The rows of the keys they change take their last values, in their places; new
+        keys follow, in the order they first appear. One pass however many there are: a
+        restore reads a chain of changes in the time of its rows, not of its links times
+        the table."""
+        since_ms = self.checkpoint_ms
+        for one in changes:
+            if (not self.keeps_changes or one.checkpoint_ms <= since_ms
+                    or bool((self.buckets != COMMITTED).any()) or bool((one.buckets != COMMITTED).any())):
+                raise CorruptCheckpointError(
+                    f"the changes of the checkpoint at {one.checkpoint_ms} ms do not follow the checkpoint at "
+                    f"{since_ms} ms"
+                )
+            since_ms = one.checkpoint_ms
+        keys = np.concatenate([self.keys, *(one.keys for one in changes)])
+        codes, _ = factorize_keys(keys)
+        # A checkpoint holds each key once: its rows are the first codes, in order.
+        last = np.zeros(codes.max(initial=-1) + 1, dtype=np.intp)
+        np.maximum.at(last, codes, np.arange(len(codes)))
+        self.keys = keys[_first_rows(codes)]
+        self.values = np.concatenate([self.values, *(one.values for one in changes)])[last]
+        self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
         self._codes = None
         if self._touched is not None:
             self._touched = np.zeros(len(self.keys), dtype=bool)
-        self.checkpoint_ms, self.emitted_ms = changes.checkpoint_ms, changes.emitted_ms
-        self.late_count = changes.late_count
+        newest = changes[-1]
+        self.checkpoint_ms, self.emitted_ms, self.late_count = newest.checkpoint_ms, newest.emitted_ms, newest.late_count
+        self.chain_rows += sum(len(one.keys) for one in changes)
 
     def expire(self, watermark_ms: int) -> int:
         """Drops the keys whose newest message is more than ``ttl_ms`` behind
@@ -609,6 +620,7 @@ class KeyedTable:
         self.keys, self.buckets, self.values = restored.keys, restored.buckets, restored.values
         self.times, self._codes, self._touched = restored.times, restored._codes, restored._touched
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms
+        self.whole_ms, self.chain_rows = timestamp_ms, 0
 
     # -- encoding ------------------------------------------------------------------
 

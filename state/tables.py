@@ -69,20 +69,23 @@ def chain_table(
     """The checkpoint a chain (``CheckpointStore.recover``) ends with: its whole checkpoint
     decoded, or when the chain starts with changes, a copy of ``start`` (the checkpoint
     they change, left as it is), rolled forward by each changes after it
-    (``KeyedTable.roll_forward``). ``decode`` makes a table of one checkpoint's data."""
+    (``KeyedTable.roll_forward``), which counts their rows in its ``chain_rows``.
+    ``decode`` makes a table of one checkpoint's data."""
     first, *rest = chain
     if first.base is None:
         table = decode(first)
         _check_time(table, first)
+        table.whole_ms, table.chain_rows = first.time_ms, 0
     elif start is not None and start.checkpoint_ms == first.base[0]:
         table, rest = start.copy(), chain
     else:
         raise StateValueError(f"the checkpoint at {first.time_ms} ms changes the one at {first.base[0]} ms, "
                               "which the chain does not hold")
-    for stored in rest:
-        changes = decode(stored)
-        _check_time(changes, stored)
-        table.roll_forward(changes)
+    changes = [decode(stored) for stored in rest]
+    for one, stored in zip(changes, rest):
+        _check_time(one, stored)
+    if changes:
+        table.roll_forward(*changes)
     return table
 
 

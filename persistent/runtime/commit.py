@@ -111,6 +111,9 @@ class Commit:
     #: every checkpoint is whole. Always named: retention that is not told would break
     #: the chains it keeps.
     whole_every_ms: int | None = field(kw_only=True)
+    #: Per key group, the whole checkpoint each checkpoint it wrote in this run starts its
+    #: chain at (``GroupReport.whole_ms``), from the oldest one retention may keep on.
+    wholes: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def sink_computes(self) -> bool:
@@ -134,6 +137,9 @@ class Commit:
             next_ms = max((r.max_time_ms for r in reports), default=-1) + 1
             write_effects(self.delivery, self.directory, self.sink, micro_batch.results, batch, self.windowed, next_ms)
         checkpoints = {r.grp: r.checkpoint_ms for r in reports if r.checkpoint_ms is not None}
+        for report in reports:
+            if report.checkpoint_ms is not None and report.whole_ms is not None:
+                self.wholes.setdefault(report.grp, {})[report.checkpoint_ms] = report.whole_ms
         crash_point(CrashPoint.CLOCK)
         clock_ms = self._advance_clock(checkpoints, batch) if self.checkpoints else None
         if checkpoints:
@@ -223,13 +229,16 @@ class Commit:
     def _retain(self, checkpoints: dict[int, int]) -> None:
         """Keeps the checkpoints the clock's history may still rewind to, and those at the
         restore point of a generation begun by path B (its groups read them when they
-        have no state in Spark); drops the rest."""
+        have no state in Spark), with their chains; drops the rest."""
         oldest_ms = self.directory.clock.oldest_restorable_ms()
         if oldest_ms is None:
             return  # no clock yet
         if self.recovery.restored:
             oldest_ms = min(oldest_ms, self.recovery.floor_ms)
         for grp in checkpoints:
-            self.directory.store(grp).retain(oldest_ms, self.whole_every_ms)
+            wholes = self.wholes.get(grp, {})
+            self.directory.store(grp).retain(oldest_ms, self.whole_every_ms, wholes)
+            for time_ms in [time_ms for time_ms in wholes if time_ms < oldest_ms]:
+                del wholes[time_ms]
         if self.rewind_positions is not None:
             self.directory.retain_rewind_positions(oldest_ms)

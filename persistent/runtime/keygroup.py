@@ -38,12 +38,16 @@ from state.table import KeyedTable
 __all__ = ["KeyGroup", "Base", "Taken", "Applied", "WHOLE_EVERY", "whole_every_ms"]
 
 #: A key group's checkpoint holds only the keys changed since its last one
-#: (``KeyedTable.checkpoint_changes``) when that one is durable and in the same span of
-#: ``WHOLE_EVERY`` checkpoint intervals, counted from time 0; else it is whole. So
-#: restoring one reads at most ``WHOLE_EVERY`` files, and a chain never reaches back
-#: past a multiple of ``whole_every_ms``, which is what lets the job keep a chain
-#: without reading it (``CheckpointStore.retain``).
-WHOLE_EVERY = 10
+#: (``KeyedTable.checkpoint_changes``) when that one is durable, the changes since the
+#: whole checkpoint before it hold fewer rows than the table (``KeyedTable.chain_rows``:
+#: a restore reads at most about twice the table's rows, in one pass,
+#: ``KeyedTable.roll_forward``), and both are in the same span of ``WHOLE_EVERY``
+#: checkpoint intervals, counted from time 0; else it is whole. So a growing state
+#: writes the rows it changes, not itself again; a chain is at most ``WHOLE_EVERY``
+#: files and never reaches back past a multiple of ``whole_every_ms``, which is what
+#: lets the job keep a chain it has no record of without reading it
+#: (``CheckpointStore.retain``).
+WHOLE_EVERY = 100
 
 
 def whole_every_ms(interval_ms: int) -> int:
@@ -559,8 +563,9 @@ class KeyGroup:
         then, with a ``ttl_ms``, the keys the watermark leaves too far behind expire.
 
         The checkpoint holds only the keys changed since the group's last one when that
-        one is durable (``checkpointed``) and the table keeps changes, unless a multiple
-        of ``whole_every_ms`` lies between them (``WHOLE_EVERY``). With
+        one is durable (``checkpointed``) and the table keeps changes, unless the chain
+        already holds as many rows as the table or a multiple of ``whole_every_ms`` lies
+        between them (``WHOLE_EVERY``). With
         ``checkpoint=False`` the state moves past the boundary due as if it had been
         checkpointed (``KeyedTable.seal``), but no checkpoint bytes are made.
 
@@ -586,7 +591,7 @@ class KeyGroup:
         """The durable checkpoint the one due at ``due_ms`` can hold the changes to, if any."""
         base, span = self.base, whole_every_ms(self.table.interval_ms)
         if (base is None or base.time_ms != self.table.checkpoint_ms or not self.table.keeps_changes
-                or base.time_ms // span != due_ms // span):
+                or base.time_ms // span != due_ms // span or self.table.chain_rows >= len(self.table)):
             return None
         return base
 

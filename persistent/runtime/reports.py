@@ -46,6 +46,9 @@ class GroupReport:
     checkpoint_ms: int | None = None
     checkpoint_bytes: int = 0
     checkpoint_crc: int = 0
+    #: The whole checkpoint its chain starts at (its own time when whole), which
+    #: retention keeps with it (``CheckpointStore.retain``); None: not known.
+    whole_ms: int | None = None
     #: Seconds the group spent writing its checkpoint file.
     checkpoint_seconds: float = 0.0
     #: The messages that reached the group folded before the shuffle, and the partials

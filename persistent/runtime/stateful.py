@@ -147,7 +147,8 @@ def group_function(
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
             bad_records=len(bad), late_records=len(late_output),
             checkpoint_ms=checkpoint.time_ms if checkpoint else None, checkpoint_bytes=written.size,
-            checkpoint_crc=written.crc, checkpoint_seconds=writing_s, folded=rows.folded,
+            checkpoint_crc=written.crc, whole_ms=group.table.whole_ms if checkpoint else None,
+            checkpoint_seconds=writing_s, folded=rows.folded,
             partials=rows.partial_count,
         )})
         dead_letters = bad + late_output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def events():
 def make_commit(directory, events):
     def make(reads_once: bool = False, **settings) -> Commit:
         sink = RecordingSink(events, directory, reads_once)
-        return Commit(directory, settings.pop("recovery", FRESH), sink, False, whole_every_ms=None, **settings)
+        return Commit(directory, settings.pop("recovery", FRESH), sink, False, **{"whole_every_ms": None, **settings})
 
     return make
 
@@ -252,6 +253,25 @@ def test_retention_keeps_the_checkpoints_the_clock_may_rewind_to(directory, make
     assert oldest_ms > 100
     assert directory.store(0).times() == list(range(oldest_ms, 1501, 100))
     assert {record.clock_ms for record in directory.clock.history()} <= set(directory.store(0).times())
+
+
+def test_retention_keeps_the_chain_of_the_oldest_checkpoint_it_keeps_from_the_whole_one_its_group_reported(
+        directory, make_commit, batch):
+    commit = make_commit(whole_every_ms=1_000)
+    for number in range(15):
+        time_ms = 100 * (number + 1)
+        whole_ms = max(whole for whole in (100, 500, 1_200) if whole <= time_ms)
+        commit(number, batch(replace(checkpointed(directory, 0, time_ms), whole_ms=whole_ms)))
+    assert directory.clock.oldest_restorable_ms() == 600
+    assert directory.store(0).times() == list(range(500, 1501, 100))  # 600's chain from 500 on
+    assert commit.wholes == {0: {time_ms: 500 if time_ms < 1_200 else 1_200 for time_ms in range(600, 1501, 100)}}
+    # Restarted, the commit has no record of the chains before it: the writer's promise
+    # that no chain crosses a multiple of 1,000 ms keeps the one the oldest is in.
+    for number in range(15, 21):
+        restarted = make_commit(whole_every_ms=1_000)
+        restarted(number, batch(checkpointed(directory, 0, 100 * (number + 1))))
+    assert directory.clock.oldest_restorable_ms() == 1_200
+    assert directory.store(0).times() == list(range(1_000, 2_101, 100))
 
 
 def test_retention_keeps_the_checkpoint_the_state_of_a_replayed_batch_follows(directory, make_commit, batch):

@@ -592,25 +592,28 @@ def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_re
     assert decoded(state, kept)[0] == first and len(reads) == 7  # what was kept stays
 
 
-def test_a_checkpoint_after_a_durable_one_holds_its_changes_and_one_is_whole_every_ten_intervals(tmp_path):
+def test_a_checkpoint_after_a_durable_one_holds_its_changes_until_they_add_up_to_the_table(tmp_path):
     store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
     group, twin = KeyGroup(VectorizedCount(), 100), KeyGroup(VectorizedCount(), 100)  # the twin's are not durable
-    taken, states = [], []
-    for boundary in range(100, 1300, 100):
-        messages = pd.DataFrame({"key": [f"k{boundary % 300}", "every"], "timestamp": [boundary - 50] * 2,
-                                 "value": [1, 1]})
+    taken, states, chains = [], [], []
+    for boundary in range(100, 1700, 100):  # a state that grows: a new key each interval, and "every"
+        messages = pd.DataFrame({"key": [f"k{boundary}", "every"], "timestamp": [boundary - 50] * 2, "value": [1, 1]})
         for one in (group, twin):
             one.apply(messages, watermark_ms=boundary - 100)
+        rows, chain_rows = len(group.table), group.table.chain_rows
         _, checkpoint = group.advance(boundary)
+        assert (checkpoint.base is None) is (boundary == 100 or chain_rows >= rows)
         twins = twin.advance(boundary)[1]
         group.checkpointed(Base(boundary, store.persist(*checkpoint).crc))
         taken.append((checkpoint, twins))
         states.append(group.encode())
-    assert whole_every_ms(100) == 1000
-    assert [c.base is None for c, _ in taken] == [True] + [False] * 8 + [True, False, False]
+        chains.append((group.table.whole_ms, group.table.chain_rows))
+    # Each changes 2 rows: the chains grow with the table (rows: one per key checkpointed, and the two new ones).
+    assert [c.base is None for c, _ in taken] == [True] + [False] * 4 + [True] + [False] * 9 + [True]
+    assert (group.table.whole_ms, group.table.chain_rows) == (1600, 0)
     assert all(t.base is None for _, t in taken)
-    assert len(decode_table(taken[-1][0].data, Count(), 100)) == 2  # the keys it changed, of 4
-    assert len(decode_table(taken[-1][1].data, Count(), 100)) == 4
+    assert len(decode_table(taken[-2][0].data, Count(), 100)) == 2  # the keys it changed, of 16
+    assert len(decode_table(taken[-2][1].data, Count(), 100)) == 16
 
     reads = []
 
@@ -623,20 +626,34 @@ def test_a_checkpoint_after_a_durable_one_holds_its_changes_and_one_is_whole_eve
         return dict(zip(*(part.tolist() for part in table.totals())))
 
     kept = KeptCheckpoint()
-    for (_, twins), state in zip(taken, states):  # a worker serving the group batch after batch
+    for (_, twins), state, chain in zip(taken, states, chains):  # a worker serving the group batch after batch
         decoded = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, kept)
         assert totals(decoded.table) == totals(decode_table(twins.data, Count(), 100))
-    assert reads == [[time_ms] for time_ms in range(100, 1300, 100)]  # one file each, rolled forward
-    KeyGroup.decode(VectorizedCount(), 100, 0, states[-1], checkpoints)
-    KeyGroup.decode(VectorizedCount(), 100, 0, states[4], checkpoints)
-    assert reads[-2:] == [[1000, 1100, 1200], [100, 200, 300, 400, 500]]
-    with pytest.raises(CorruptCheckpointError, match="^key group checkpoint at 1100 ms: "):
-        KeyGroup.recover(VectorizedCount(), 100, [*store.recover(1000), Stored(1100, 0, b"junk", (1000, 0))])
-    restored = KeyGroup.recover(VectorizedCount(), 100, store.recover(1200))
-    assert totals(restored.table) == totals(decode_table(taken[-1][1].data, Count(), 100))
-    assert restored.base == Base(1200, store.read(1200).crc)  # so its next checkpoint holds changes
-    restored.apply(pd.DataFrame({"key": ["every"], "timestamp": [1250], "value": [1]}))
-    assert restored.advance(1300)[1].base == restored.base
+        assert (decoded.table.whole_ms, decoded.table.chain_rows) == chain  # what its next checkpoint goes by
+    assert reads == [[time_ms] for time_ms in range(100, 1700, 100)]  # one file each, rolled forward
+    for index in (-2, 4):
+        decoded = KeyGroup.decode(VectorizedCount(), 100, 0, states[index], checkpoints)
+        assert (decoded.table.whole_ms, decoded.table.chain_rows) == chains[index]
+    assert reads[-2:] == [list(range(600, 1600, 100)), [100, 200, 300, 400, 500]]
+    with pytest.raises(CorruptCheckpointError, match="^key group checkpoint at 1500 ms: "):
+        KeyGroup.recover(VectorizedCount(), 100, [*store.recover(1400), Stored(1500, 0, b"junk", (1400, 0))])
+    restored = KeyGroup.recover(VectorizedCount(), 100, store.recover(1300))
+    assert totals(restored.table) == totals(decode_table(taken[12][1].data, Count(), 100))
+    assert restored.base == Base(1300, store.read(1300).crc)  # so its next checkpoint holds changes
+    assert (restored.table.whole_ms, restored.table.chain_rows) == chains[12] == (600, 14)
+    restored.apply(pd.DataFrame({"key": ["every"], "timestamp": [1350], "value": [1]}))
+    assert restored.advance(1400)[1].base == restored.base
+
+
+def test_a_chain_of_changes_never_crosses_a_multiple_of_whole_every_ms(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    group, span = KeyGroup(VectorizedCount(), 100), whole_every_ms(100)
+    assert span == 10_000
+    for boundary in (span - 200, span - 100, span, span + 100):
+        group.apply(pd.DataFrame({"key": ["a", "b", "c"], "timestamp": [boundary - 50] * 3, "value": [1] * 3}))
+        _, checkpoint = group.advance(boundary)
+        assert (checkpoint.base is None) is (boundary in (span - 200, span))
+        group.checkpointed(Base(boundary, store.persist(*checkpoint).crc))
 
 
 def test_a_state_that_follows_a_missing_checkpoint_is_an_error_saying_how_to_restart(tmp_path):

@@ -211,6 +211,18 @@ def test_retain_keeps_the_chains_of_the_checkpoints_it_keeps(store: CheckpointSt
     assert store.times() == [60]
 
 
+def test_retain_keeps_the_chain_the_writer_recorded_for_the_oldest_checkpoint_it_keeps(store: CheckpointStore) -> None:
+    _chain(store, [10, 20, 30])
+    _chain(store, [40, 50, 60, 70])
+    store.retain(45, whole_every_ms=1_000, wholes={50: 40, 60: 40, 70: 40})
+    assert store.times() == [40, 50, 60, 70]  # 50's chain, though 0 is the last multiple of 1,000
+    store.retain(65, whole_every_ms=1_000, wholes={70: 40})
+    assert store.times() == [40, 50, 60, 70]
+    assert [s.time_ms for s in store.recover(70)] == [40, 50, 60, 70]
+    store.retain(65, whole_every_ms=40, wholes={50: 40})  # 70 not recorded: the promise keeps from 40
+    assert store.times() == [40, 50, 60, 70]
+
+
 def test_a_checkpoints_data_is_stored_compressed_and_read_back_as_written(store: CheckpointStore) -> None:
     data = b"".join(f"key-{i % 500:05d}".encode() for i in range(20_000))
     written = store.persist(10, data)

@@ -533,7 +533,7 @@ def test_checkpoints_as_changes_rolled_forward_equal_the_whole_checkpoints(messa
     cuts = sorted(data.draw(st.lists(st.integers(0, len(messages)), min_size=len(times), max_size=len(times))))
     batches = data.draw(st.lists(st.integers(1, 20), max_size=6), label="batches")
     changing, whole = table_of(), table_of()
-    position, rolled = 0, None
+    position, rolled, first, chain = 0, None, None, []
     for t, cut in zip(times, cuts):
         for table in (changing, whole):
             apply(table, messages[position:cut], batches)
@@ -542,13 +542,21 @@ def test_checkpoints_as_changes_rolled_forward_equal_the_whole_checkpoints(messa
         expected = decode_table(whole.checkpoint(t), Sum(), INTERVAL)
         if rolled is None:
             rolled = decode_table(changing.checkpoint(t), Sum(), INTERVAL)
+            first = rolled.copy()
         else:
             changes = decode_table(changing.checkpoint_changes(t), Sum(), INTERVAL)
             assert set(changes.keys.tolist()) == changed
             rolled.roll_forward(changes)
+            chain.append(changes)
         assert rows(rolled) == rows(expected)
         assert (rolled.checkpoint_ms, rolled.emitted_ms, rolled.late_count) == (
             expected.checkpoint_ms, expected.emitted_ms, expected.late_count)
+        assert rolled.chain_rows == changing.chain_rows == sum(map(len, chain))
+    # The whole chain at once, as a restore reads it: the same rows, in the same order.
+    first.roll_forward(*chain)
+    assert (first.keys.tolist(), first.values.tolist(), first.checkpoint_ms, first.chain_rows) == (
+        rolled.keys.tolist(), rolled.values.tolist(), rolled.checkpoint_ms, rolled.chain_rows)
+    assert (changing.whole_ms, whole.whole_ms, whole.chain_rows) == (times[0], times[-1], 0)
 
 
 def test_changes_roll_forward_only_the_checkpoint_they_were_taken_on():
