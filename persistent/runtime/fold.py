@@ -67,7 +67,7 @@ from monoids import Averaged, Count
 from persistent.core.badrecords import BAD_RECORD_COLUMN
 from persistent.core.task import MonoidTask
 from persistent.runtime.rows import (COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PART, PARTIAL, TIMESTAMP,
-                                     VALUE, Kind, moving_time, newest_columns)
+                                     VALUE, Kind, moving_time, no_message_columns)
 
 __all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per_group", "WATERMARK_PROPERTY",
            "FOLD_PROPERTY", "PASS", "SOURCE"]
@@ -200,7 +200,8 @@ def newest_per_group(rows, key_groups: int):
 
     spark = rows.sparkSession
     timed = rows.withColumn(_NEWEST, moving_time())
-    values = {**newest_columns({c.name: c.dataType for c in timed.schema}), _NEWEST: F.lit(None).cast("bigint")}
+    values = {**no_message_columns({c.name: c.dataType for c in timed.schema}, Kind.NEWEST),
+              EVENT_TIME: F.lit(None).cast("timestamp"), _NEWEST: F.lit(None).cast("bigint")}
     names = [name for name in timed.columns if name not in (GROUP, TIMESTAMP)]
     frame = _half(spark).newest(timed._jdf, _NEWEST, GROUP, TIMESTAMP, key_groups,
                                 _array(spark, "java.lang.String", names),

@@ -50,7 +50,7 @@ from persistent.core.task import MESSAGE_COLUMNS
 
 __all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_TIME", "ARROW_BATCH_ROWS",
            "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
-           "heartbeat_columns", "newest_columns", "moving_time", "no_mark", "watermarked", "spark_delay",
+           "heartbeat_columns", "no_message_columns", "moving_time", "no_mark", "watermarked", "spark_delay",
            "job_watermark_ms", "group_watermark_ms", "next_spark_watermark_ms", "timeout_ms", "FOLDED", "COUNT",
            "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
 
@@ -192,25 +192,22 @@ def marked_columns(types: dict) -> list:
             _filler(types[VALUE]).alias(VALUE), BAD_RECORD_COLUMN]
 
 
+def no_message_columns(types: dict, of: Kind) -> dict:
+    """The columns of a row of kind ``of`` that is no message (a heartbeat, a newest
+    event time) but its ``grp``, by name, over rows of ``types`` (by column name): no
+    event time, no mark, no source partition (-1)."""
+    from pyspark.sql import functions as F
+
+    return {KEY: _filler(types[KEY]), TIMESTAMP: F.lit(None).cast("bigint"), VALUE: _filler(types[VALUE]),
+            BAD_RECORD_COLUMN: no_mark(), KIND: _kind(of), PART: F.lit(-1)}
+
+
 def heartbeat_columns(types: dict) -> list:
     """The columns of a heartbeat's row over the heartbeats (``grp``), those of the
-    messages' rows of ``types`` (by column name): no event time, no mark, no source
-    partition (-1)."""
+    messages' rows of ``types`` (by column name; ``no_message_columns``)."""
     from pyspark.sql import functions as F
 
-    return [_filler(types[KEY]).alias(KEY), F.lit(None).cast("bigint").alias(TIMESTAMP),
-            _filler(types[VALUE]).alias(VALUE), no_mark(), _kind(Kind.HEARTBEAT).alias(KIND),
-            F.lit(-1).alias(PART), F.col(GROUP)]
-
-
-def newest_columns(types: dict) -> dict:
-    """The columns of a ``Kind.NEWEST`` row but ``grp`` and ``timestamp`` (its key group
-    and the newest event time), by name, over rows of ``types`` (by column name): like a
-    heartbeat's, no event time, no mark, no source partition."""
-    from pyspark.sql import functions as F
-
-    return {KEY: _filler(types[KEY]), VALUE: _filler(types[VALUE]), BAD_RECORD_COLUMN: no_mark(),
-            KIND: _kind(Kind.NEWEST), PART: F.lit(-1), EVENT_TIME: F.lit(None).cast("timestamp")}
+    return [column.alias(name) for name, column in no_message_columns(types, Kind.HEARTBEAT).items()] + [F.col(GROUP)]
 
 
 def moving_time():
@@ -232,7 +229,7 @@ def watermarked(rows, delay_ms: int):
     no message have no event time: they neither move the watermark nor are late."""
     from pyspark.sql import functions as F
 
-    timed = rows.withColumn(EVENT_TIME, F.when(_is_message(), F.timestamp_millis(TIMESTAMP))).withWatermark(
+    timed = rows.withColumn(EVENT_TIME, F.timestamp_millis(moving_time())).withWatermark(
         EVENT_TIME, spark_delay(delay_ms))
     mark = timed.schema[EVENT_TIME].metadata
     return timed.withColumn(EVENT_TIME, F.lit(None).cast("timestamp").alias(EVENT_TIME, metadata=mark))
