@@ -112,8 +112,9 @@ class Commit:
     #: the chains it keeps.
     whole_every_ms: int | None = field(kw_only=True)
     #: Per key group, the whole checkpoint each checkpoint it wrote in this run starts its
-    #: chain at (``GroupReport.whole_ms``), from the oldest one retention may keep on.
-    wholes: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: chain at (``GroupReport.whole_ms``), from the oldest one retention may keep on;
+    #: ``dataclasses.replace`` hands the same record on.
+    wholes: dict[int, dict[int, int]] = field(default_factory=dict, kw_only=True, repr=False, compare=False)
 
     @property
     def sink_computes(self) -> bool:

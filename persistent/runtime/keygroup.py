@@ -40,7 +40,7 @@ __all__ = ["KeyGroup", "Base", "Taken", "Applied", "WHOLE_EVERY", "whole_every_m
 #: A key group's checkpoint holds only the keys changed since its last one
 #: (``KeyedTable.checkpoint_changes``) when that one is durable, the changes since the
 #: whole checkpoint before it hold fewer rows than the table (``KeyedTable.chain_rows``:
-#: a restore reads at most about twice the table's rows, in one pass,
+#: a restore reads at most about three times the table's rows, in one pass,
 #: ``KeyedTable.roll_forward``), and both are in the same span of ``WHOLE_EVERY``
 #: checkpoint intervals, counted from time 0; else it is whole. So a growing state
 #: writes the rows it changes, not itself again; a chain is at most ``WHOLE_EVERY``

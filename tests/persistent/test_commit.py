@@ -435,3 +435,8 @@ def test_retention_keeps_the_chain_of_every_clock_a_rewind_may_choose(tmp_path):
         verify_clock(record, lambda task: directory.store(task_index(task)))
     changes = [directory.store(g).read(t).base is not None for g in directory.groups() for t in directory.store(g).times()]
     assert sum(changes) > len(changes) / 2
+    # Retention kept each group's files from the whole one the oldest clock's chain starts at.
+    for grp in directory.groups():
+        store = directory.store(grp)
+        assert store.read(store.times()[0]).base is None
+        assert [s.time_ms for s in store.recover(1400)] == [t for t in store.times() if t <= 1400]
