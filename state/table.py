@@ -474,9 +474,9 @@ class KeyedTable:
         restore reads a chain of changes in the time of its rows, not of its links times
         the table."""
         since_ms = self.checkpoint_ms
+        live = not self.keeps_changes or bool((self.buckets != COMMITTED).any())  # no checkpoint
         for one in changes:
-            if (not self.keeps_changes or one.checkpoint_ms <= since_ms
-                    or bool((self.buckets != COMMITTED).any()) or bool((one.buckets != COMMITTED).any())):
+            if live or one.checkpoint_ms <= since_ms or bool((one.buckets != COMMITTED).any()):
                 raise CorruptCheckpointError(
                     f"the changes of the checkpoint at {one.checkpoint_ms} ms do not follow the checkpoint at "
                     f"{since_ms} ms"
@@ -494,7 +494,8 @@ class KeyedTable:
         if self._touched is not None:
             self._touched = np.zeros(len(self.keys), dtype=bool)
         newest = changes[-1]
-        self.checkpoint_ms, self.emitted_ms, self.late_count = newest.checkpoint_ms, newest.emitted_ms, newest.late_count
+        self.checkpoint_ms, self.emitted_ms = newest.checkpoint_ms, newest.emitted_ms
+        self.late_count = newest.late_count
         self.chain_rows += sum(len(one.keys) for one in changes)
 
     def expire(self, watermark_ms: int) -> int:
