@@ -69,13 +69,16 @@ class Delivery(Choice):
 
 
 def plan(delivery: Delivery, directory: JobDirectory, key_groups: int | None, default_key_groups: int,
-         description: dict | None = None, sink_generation: int | None = None, cores: int | None = None) -> Recovery:
-    """How the job starts with ``delivery`` on ``cores``: at-most-once after its position,
-    the others as ``persistent.runtime.recovery.plan`` says. A directory keeps the setting it was written with."""
+         description: dict | None = None, sink_generation: int | None = None, cores: int | None = None,
+         timeouts: bool = True) -> Recovery:
+    """How the job starts with ``delivery`` on ``cores``, a new Spark checkpoint's query
+    with event-time timeouts if ``timeouts``: at-most-once after its position, the others
+    as ``persistent.runtime.recovery.plan`` says. A directory keeps the setting it was
+    written with."""
     _keep_setting(directory, delivery)
     if delivery is Delivery.AT_MOST_ONCE:
-        return Position(directory).restart(key_groups or default_key_groups, cores)
-    return recovery.plan(directory, key_groups, default_key_groups, description, sink_generation, cores)
+        return Position(directory).restart(key_groups or default_key_groups, cores, timeouts)
+    return recovery.plan(directory, key_groups, default_key_groups, description, sink_generation, cores, timeouts)
 
 
 def _keep_setting(directory: JobDirectory, delivery: Delivery) -> None:
@@ -103,21 +106,21 @@ class Position:
     def __init__(self, directory: JobDirectory):
         self.directory = directory
 
-    def restart(self, key_groups: int, cores: int | None = None) -> Recovery:
+    def restart(self, key_groups: int, cores: int | None = None, timeouts: bool = True) -> Recovery:
         """Starts a run with ``key_groups`` (state starts empty, so any number does) spread
-        over ``state_partitions(key_groups, cores)``: Spark's checkpoint of the last
-        run is dropped (its state and its unfinished micro-batch with it), the sources
-        start at the position."""
+        over ``state_partitions(key_groups, cores)``, with event-time timeouts if
+        ``timeouts``: Spark's checkpoint of the last run is dropped (its state and its
+        unfinished micro-batch with it), the sources start at the position."""
         taken = self.directory.read_position()
         self.directory.spark_log.delete()
         partitions = state_partitions(key_groups, cores)
         if taken is None:
             self.directory.record_position(DeliveryPosition(0, 0))
-            return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions)
+            return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions, timeouts=timeouts)
         position = DeliveryPosition(taken.generation + 1, taken.next_ms)
         self.directory.record_position(position)
         return Recovery(RecoveryPath.AFTER_POSITION, position.generation, position.next_ms, key_groups=key_groups,
-                        partitions=partitions)
+                        partitions=partitions, timeouts=timeouts)
 
     def take(self, generation: int, next_ms: int) -> None:
         """Records that every message before ``next_ms`` is taken (the position never

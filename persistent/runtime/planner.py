@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
-from persistent.core.errors import JobDirectoryInUseError
+from persistent.core.errors import JobDirectoryInUseError, RestartRefusedError
 from persistent.core.task import MonoidTask
 from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
@@ -153,6 +153,15 @@ class Plan:
         close, keys expire (``ttl_ms``)."""
         return self.windowed or self.spec.ttl_ms is not None
 
+    def wakes_idle_groups(self, early: bool) -> bool:
+        """Whether a key group without rows must still run once the watermark passes its
+        next boundary: its windows close, its keys expire, or a checkpoint falls due that
+        no micro-batch with messages took (without ``early``, ``_checkpoints_early``).
+        Only such a query runs micro-batches without data and has its groups set
+        event-time timeouts: a task of the stateful stage calls Python twice with them,
+        once for its groups' rows and once for the timeouts due, even when none is."""
+        return self.watermark_acts_alone or (self.checkpoints and not early)
+
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Takes the job directory's lease (``persistent.storage.lease``: a directory
         another job runs on is refused here, before anything is written), plans
@@ -208,10 +217,17 @@ class Plan:
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
         directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
+        early = self._checkpoints_early(spark)
+        wakes = self.wakes_idle_groups(early)
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
                         describe(self.spec.monoid, job.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
-                        job.sink.newest_generation(spark), cores)
+                        job.sink.newest_generation(spark), cores, timeouts=wakes)
         stderr.line(f"[persistent] {recovery.describe()}")
+        if wakes and not recovery.timeouts:
+            raise RestartRefusedError(
+                f"{directory.spark} holds the state of a query without event-time timeouts, whose key groups "
+                f"checkpointed a micro-batch early; this start cannot (the line above says why) and needs them. "
+                f"Mend that and start again, or delete {directory.spark} to restart from the clock (path B)")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
             job.sink.check_fresh_start(spark)
@@ -220,7 +236,6 @@ class Plan:
         reports = spark.sparkContext.accumulator({}, Reports())
         messages = self._messages(spark, recovery.floor_ms, storage)
         fold = self._fold(spark, messages)
-        early = self._checkpoints_early(spark)
         results = self._stateful(messages, recovery, directory, storage, reports, fold, early)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
@@ -243,13 +258,11 @@ class Plan:
         # state partitions in its checkpoint): one shuffle partition per core, Arrow
         # batches that hold a key group's messages in one chunk, not ten thousand rows at a
         # time (Spark hands a group's state to Python again with each chunk), and a
-        # micro-batch without data only where it changes something: windows close, keys
-        # expire, or a checkpoint falls due at the watermark of the micro-batch before
-        # (the groups of ``early`` took it in the last micro-batch with messages).
+        # micro-batch without data only where it changes something (``wakes_idle_groups``).
         partitions = recovery.partitions or state_partitions(recovery.key_groups, cores)
         settings = {"spark.sql.shuffle.partitions": str(partitions),
                     "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
-                    NO_DATA_BATCHES: str(self.watermark_acts_alone or (self.checkpoints and not early)).lower()}
+                    NO_DATA_BATCHES: str(wakes).lower()}
         if _on_local_disk(spark, directory.spark):
             settings[CHECKPOINT_FILE_MANAGER] = LOCAL_CHECKPOINT_FILES
         previous = {name: spark.conf.get(name, None) for name in settings}
@@ -326,7 +339,8 @@ class Plan:
         ``GroupReport`` to the accumulator ``reports``. The groups' input is
         ``persistent.runtime.rows``: each message's row, a heartbeat's per group in
         a generation's first micro-batch, and, ``early``, the newest event time of each
-        source partition's messages per group."""
+        source partition's messages per group. Event-time timeouts wake the groups
+        without rows if the generation's query has them (``Recovery.timeouts``)."""
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         job = self.job
@@ -348,11 +362,11 @@ class Plan:
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
-            job.watermark_delay_ms if early else None,
+            job.watermark_delay_ms if early else None, recovery.timeouts,
         )
+        timeout = GroupStateTimeout.EventTimeTimeout if recovery.timeouts else GroupStateTimeout.NoTimeout
         return grouped.applyInPandasWithState(
-            function, output_schema(key_type, value_type), "table binary", "Update", GroupStateTimeout.EventTimeTimeout
-        )
+            function, output_schema(key_type, value_type), "table binary", "Update", timeout)
 
 
 def _slot(recovery: Recovery):

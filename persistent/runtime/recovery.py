@@ -81,6 +81,11 @@ class Recovery:
     #: source reads (``SparkLog.write_heartbeats``); False for a generation recorded
     #: before, whose query reads them from a Python data source.
     heartbeat_files: bool = True
+    #: Whether the generation's query wakes key groups by event-time timeouts
+    #: (``persistent.runtime.planner.Plan.wakes_idle_groups``). Spark keeps a timeout
+    #: beside each group's state only in a query with them, and refuses a checkpoint of
+    #: the other kind: path A keeps what its generation began with.
+    timeouts: bool = True
 
     def describe(self) -> str:
         """One line for the job's log."""
@@ -101,7 +106,7 @@ class Recovery:
     def record(self, state: dict | None) -> Generation:
         """The job directory's record of this start, with what the state means."""
         return Generation(self.generation, self.floor_ms, self.key_groups, self.restored, self.heartbeats, state,
-                          self.partitions, self.heartbeat_files)
+                          self.partitions, self.heartbeat_files, self.timeouts)
 
 
 def describe_state(description: dict) -> str:
@@ -120,7 +125,7 @@ def describe_state(description: dict) -> str:
 
 def plan(directory: JobDirectory, key_groups: int | None, default_key_groups: int | None = None,
          description: dict | None = None, sink_generation: int | None = None,
-         cores: int | None = None) -> Recovery:
+         cores: int | None = None, timeouts: bool = True) -> Recovery:
     """Chooses the recovery path of a start on ``directory``, records it there and, for
     path B, checks that every task of the clock holds its checkpoint at it. Fresh and
     path B delete Spark's checkpoint (a fresh start the files source's log as well).
@@ -148,6 +153,8 @@ def plan(directory: JobDirectory, key_groups: int | None, default_key_groups: in
     ``state_partitions(key_groups, cores)`` (``Recovery.partitions``); path A keeps
     the recorded ones, which Spark's checkpoint holds its state in, and is refused
     without the generation file, since how Spark keys that state cannot be told then.
+    Likewise a new Spark checkpoint's query sets event-time timeouts if ``timeouts``
+    (``Recovery.timeouts``), and path A keeps what its generation recorded.
     """
     root, spark = directory.root, directory.spark
     current = directory.read_generation()
@@ -205,17 +212,17 @@ def plan(directory: JobDirectory, key_groups: int | None, default_key_groups: in
         # version rewrote the record without the field, since only this one writes it.
         heartbeat_files = current.heartbeat_files or directory.fs.exists(directory.spark_log.heartbeats)
         start = Recovery(RecoveryPath.SAME_CHECKPOINT, current.generation, current.floor_ms, current.restored,
-                         current.heartbeats, key_groups, current.partitions, heartbeat_files)
+                         current.heartbeats, key_groups, current.partitions, heartbeat_files, current.timeouts)
     elif record is None:
         _refuse_checkpoints_without_clock(directory)
         directory.spark_log.delete()
         directory.delete_input_log()
-        start = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions)
+        start = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions, timeouts=timeouts)
     else:
         directory.spark_log.delete()
         start = Recovery(RecoveryPath.FROM_CLOCK, max(recorded_generation, sink_generation or 0) + 1,
                          record.clock_ms, frozenset(map(task_index, record.task_clocks)), key_groups=key_groups,
-                         partitions=partitions)
+                         partitions=partitions, timeouts=timeouts)
     directory.record_generation(start.record(state))
     return start
 

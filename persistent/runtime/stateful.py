@@ -71,6 +71,7 @@ def group_function(
     reports,
     fold: Fold | None = None,
     delay_ms: int | None = None,
+    timeouts: bool = True,
 ):
     """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
     checkpointed every ``interval_ms`` (with ``checkpoints``) into ``storage``, in the
@@ -81,8 +82,10 @@ def group_function(
     job's watermark ``delay_ms``, the rows carry the micro-batch's newest event time
     (``persistent.runtime.fold.newest_per_group``) and a group checkpoints at the next
     micro-batch's watermark (``rows.next_spark_watermark_ms``): every message before it
-    is in this micro-batch or late in the next. Only these travel to the executors, not
-    the job (its source and sink stay on the driver)."""
+    is in this micro-batch or late in the next. With ``timeouts`` (a query of
+    ``GroupStateTimeout.EventTimeTimeout``), a group sets the event-time timeout that
+    wakes it at its next boundary. Only these travel to the executors, not the job (its
+    source and sink stay on the driver)."""
     floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
 
     def run_group(key, frames, state):
@@ -140,8 +143,8 @@ def group_function(
             encoded = group.encode()
             state.update((encoded,))
             crash_point(CrashPoint.GROUP)
-            # Wake this group when the watermark reaches its next boundary, even with no input.
-            state.setTimeoutTimestamp(timeout_ms(boundary_after(advance_ms, interval_ms)))
+            if timeouts:  # wake this group when the watermark reaches its next boundary, even with no input
+                state.setTimeoutTimestamp(timeout_ms(boundary_after(advance_ms, interval_ms)))
         reports.add({grp: GroupReport(
             grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),

@@ -117,6 +117,8 @@ class Generation(Record):
     partitions: int | None = None
     #: ``Recovery.heartbeat_files``; False in records written before it existed.
     heartbeat_files: bool = False
+    #: ``Recovery.timeouts``; True in records written before it existed, whose queries all set them.
+    timeouts: bool = True
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,12 @@ from persistent.runtime.rows import EVENT_TIME, GROUP, KEY, KIND, PART, TIMESTAM
 
 class GroupState:
     """What ``run_group`` uses of Spark's ``GroupState``: the state's one value, the
-    watermark (``watermark_ms``, the job's), the timeout."""
+    watermark (``watermark_ms``, the job's), the timeout; without ``timeouts`` (a query
+    of ``GroupStateTimeout.NoTimeout``), setting one raises, as Spark's does."""
 
-    def __init__(self, watermark_ms: int):
+    def __init__(self, watermark_ms: int, timeouts: bool = True):
         self.value, self.watermark_ms, self.timeout_ms = None, watermark_ms, None
+        self.timeouts = timeouts
 
     @property
     def exists(self) -> bool:
@@ -34,6 +36,8 @@ class GroupState:
         return self.watermark_ms - 1  # Spark's trails the job's by 1 ms
 
     def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 (Spark's name)
+        if not self.timeouts:
+            raise RuntimeError("Cannot set timeout timestamp without enabling event time timeout")
         self.timeout_ms = ms
 
     @property

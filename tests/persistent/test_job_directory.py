@@ -96,8 +96,8 @@ def test_before_they_are_written_there_are_no_records(directory):
     ("stored", "record"),
     [
         ('{"floor_ms": 2000, "generation": 3, "heartbeat_files": true, "heartbeats": true, "key_groups": 4, '
-         '"partitions": 2, "restored": [0, 2], "state": null}',
-         Generation(3, 2000, 4, frozenset({0, 2}), True, partitions=2, heartbeat_files=True)),
+         '"partitions": 2, "restored": [0, 2], "state": null, "timeouts": false}',
+         Generation(3, 2000, 4, frozenset({0, 2}), True, partitions=2, heartbeat_files=True, timeouts=False)),
         ('{"generation": 1, "batch": 7}', FailedBatch(1, 7)),
         ('{"generation": 2, "next_ms": 1500}', DeliveryPosition(2, 1500)),
         ('{"clock_ms": 2000, "from_groups": 3, "to_groups": 2}', RescalePlan(2000, 3, 2)),
@@ -111,7 +111,7 @@ def test_a_record_is_stored_as_before(stored, record):
 def test_records_of_earlier_versions_lack_the_fields_added_since():
     assert Generation.from_json(b'{"generation": 1, "floor_ms": 5}', "P") == Generation(
         1, 5, key_groups=None, restored=frozenset(), heartbeats=False, state=None, partitions=None,
-        heartbeat_files=False)
+        heartbeat_files=False, timeouts=True)
     older = {name: value for name, value in json.loads(progress().to_json()).items()
              if name not in ("dead_letters", "checkpoint_bytes", "checkpoint_crcs", "checkpoint_seconds",
                              "commit_seconds")}

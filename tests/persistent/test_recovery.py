@@ -134,6 +134,26 @@ def test_a_record_an_earlier_version_rewrote_keeps_the_heartbeat_file_its_spark_
     assert directory.read_generation().heartbeat_files is True
 
 
+def test_a_generation_keeps_whether_its_query_sets_event_time_timeouts(directory):
+    assert plan(directory, 2, timeouts=False).timeouts is False
+    assert directory.read_generation().timeouts is False
+    spark_has_a_query(directory)
+    checkpoint_all(directory, 1000)
+    assert plan(directory, 2, timeouts=True).timeouts is False  # path A: Spark keeps no timeout beside the state
+    directory.fs.delete(directory.spark)
+    assert plan(directory, 2, timeouts=False).timeouts is False  # path B: a new Spark checkpoint, the start's choice
+    directory.fs.delete(directory.spark)
+    assert plan(directory, 2, timeouts=True).timeouts is True
+
+
+def test_a_generation_recorded_before_the_choice_keeps_the_timeouts_its_query_set(directory):
+    directory.fs.write_atomic(directory.fs.join(directory.root, "generation"),
+                              b'{"generation": 2, "floor_ms": 700, "key_groups": 2, "heartbeats": true}')
+    spark_has_a_query(directory)
+    checkpoint_all(directory, 1000)
+    assert (plan(directory, 2, timeouts=False).timeouts, directory.read_generation().timeouts) == (True, True)
+
+
 def test_a_corrupt_clock_names_its_file(directory):
     checkpoint_all(directory, 1000)
     directory.fs.write_atomic(directory.clock.path, b"not a clock")

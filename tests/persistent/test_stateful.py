@@ -72,14 +72,15 @@ FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1)
 
 def key_group(storage: JobStorage, task: PersistentTask | None = None, recovery: Recovery = FRESH,
               mode: BadRecords = BadRecords.FAIL, late_records: LateRecords = LateRecords.DROP,
-              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True, delay_ms: int | None = None):
+              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True, delay_ms: int | None = None,
+              timeouts: bool = True):
     """``run_group`` of a job of one key group (counting its messages unless ``task`` is
     given), checkpointed every ``interval_ms`` into ``storage`` (with ``checkpoints``;
-    with ``delay_ms``, at the next micro-batch's watermark); and the accumulator of its
-    reports."""
+    with ``delay_ms``, at the next micro-batch's watermark), woken by event-time
+    timeouts if ``timeouts``; and the accumulator of its reports."""
     reports = Accumulator()
     run_group = group_function(task or VectorizedCount(), interval_ms, recovery, checkpoints, mode, late_records,
-                               carries, storage, reports, delay_ms=delay_ms)
+                               carries, storage, reports, delay_ms=delay_ms, timeouts=timeouts)
     return run_group, reports
 
 
@@ -271,6 +272,18 @@ def test_a_group_told_the_newest_event_time_checkpoints_at_the_next_micro_batchs
     state.watermark_ms = 199  # a watermark before the checkpoint: its messages would be missing from it
     with pytest.raises(StateValueError, match=r"checkpointed at 200 ms, after this micro-batch's watermark 199 ms"):
         list(run_group((0,), iter([rows(["b"], 230)]), state))
+
+
+def test_a_group_of_a_query_without_timeouts_sets_none_and_checkpoints_as_one_with_them(tmp_path):
+    newest = spark_rows([Kind.NEWEST], [None], [270], [0], [None], [-1])
+    seen = []
+    for timeouts in (True, False):
+        storage = JobStorage(str(tmp_path / f"job-{timeouts}"))
+        run_group, reports = key_group(storage, delay_ms=10, timeouts=timeouts)
+        state = GroupState(watermark_ms=50, timeouts=timeouts)
+        (out,) = run_group((0,), iter([rows(["a", "b"], 60), newest]), state)
+        seen.append((totals(out), reports.value[0].checkpoint_ms, state.timeout_ms is not None))
+    assert seen == [({"a": 1, "b": 1}, 200, True), ({"a": 1, "b": 1}, 200, False)]
 
 
 def test_a_group_that_carries_no_state_leaves_sparks_state_alone(tmp_path):

@@ -72,7 +72,7 @@ def test_a_spark_checkpoint_keyed_by_group_numbers_continues_on_path_a_until_pat
     groups over the partitions. The counts stay exact throughout."""
     from persistent.runtime import delivery, planner
 
-    def as_before(*args):  # the plan of a version before the slots: no cores, no partitions
+    def as_before(*args, timeouts):  # the plan of a version before the slots: no cores, no partitions, timeouts
         return delivery.plan(*args[:-1])
 
     monkeypatch.setattr(planner, "plan", as_before)
