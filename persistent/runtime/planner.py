@@ -217,7 +217,8 @@ class Plan:
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
         directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
-        early = self._checkpoints_early(spark)
+        unloaded = load_extension(spark) if self._uses_extension else None
+        early = self._checkpoints_early(unloaded)
         wakes = self.wakes_idle_groups(early)
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
                         describe(self.spec.monoid, job.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
@@ -235,7 +236,7 @@ class Plan:
             job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         reports = spark.sparkContext.accumulator({}, Reports())
         messages = self._messages(spark, recovery.floor_ms, storage)
-        fold = self._fold(spark, messages)
+        fold = self._fold(messages, unloaded)
         results = self._stateful(messages, recovery, directory, storage, reports, fold, early)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
@@ -307,27 +308,35 @@ class Plan:
         types = {c.name: c.dataType for c in prepared.schema}
         return prepared.unionByName(raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(*marked_columns(types)))
 
-    def _fold(self, spark, messages) -> Fold | None:
+    @property
+    def _uses_extension(self) -> bool:
+        """Whether the job would use Spark's half (``load_extension``): to fold a
+        ``MonoidTask``'s messages or to checkpoint early (``_checkpoints_early``)."""
+        return isinstance(self.job.task, MonoidTask) or self._may_checkpoint_early
+
+    @property
+    def _may_checkpoint_early(self) -> bool:
+        return self.checkpoints and not self.watermark_acts_alone
+
+    def _fold(self, messages, unloaded: str | None) -> Fold | None:
         """How the job folds its messages before the shuffle (``persistent.runtime.fold``),
-        if it does; a ``MonoidTask``'s job says which way it runs."""
+        if it does, with Spark's half loaded (else ``unloaded`` says why not); a
+        ``MonoidTask``'s job says which way it runs."""
         if not isinstance(self.job.task, MonoidTask):
             return None
         fold, why = fold_of(self.job.task, messages.schema[VALUE].dataType.simpleString())
-        if fold is not None:
-            unloaded = load_extension(spark)
-            if unloaded:
-                fold, why = None, f"every message crosses the shuffle: {unloaded}"
+        if fold is not None and unloaded:
+            fold, why = None, f"every message crosses the shuffle: {unloaded}"
         stderr.line(f"[persistent] {why}")
         return fold
 
-    def _checkpoints_early(self, spark) -> bool:
+    def _checkpoints_early(self, unloaded: str | None) -> bool:
         """Whether the key groups checkpoint at the next micro-batch's watermark
         (``persistent.runtime.stateful.group_function``): a job with checkpoints whose
-        state the watermark alone does not change, once the session took Spark's half
-        (``load_extension``, which sends the groups the micro-batch's newest event time)."""
-        if not self.checkpoints or self.watermark_acts_alone:
+        state the watermark alone does not change, with Spark's half loaded (else
+        ``unloaded`` says why not; it sends the groups the micro-batch's newest event time)."""
+        if not self._may_checkpoint_early:
             return False
-        unloaded = load_extension(spark)
         if unloaded:
             stderr.line(f"[persistent] key groups checkpoint at each micro-batch's own watermark: {unloaded}")
         return unloaded is None

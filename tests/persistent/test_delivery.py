@@ -20,7 +20,7 @@ from persistent.runtime import recovery
 from persistent.runtime.recovery import RecoveryPath
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.records import DeliveryPosition
-from state import NonWindowState
+from state import NonWindowState, Window, WindowState
 from state.errors import CorruptCheckpointError
 from state.fs import LocalFileSystem
 
@@ -52,6 +52,21 @@ class WriteOnly(Sink):
 def job(tmp_path, **settings):
     return Job(task=Counter(), source=GeneratorSource(), sink=settings.pop("sink", SQLiteSink(str(tmp_path / "o.db"))),
                checkpoint_dir=str(tmp_path / "ck"), **settings)
+
+
+class WindowCounter(Counter):
+    def persistent_state(self):
+        return WindowState(Count(), Window(100))
+
+
+def test_a_query_sets_timeouts_only_where_the_watermark_alone_must_wake_a_key_group(tmp_path):
+    """Windows close and keys expire without a message; a checkpoint falls due without one
+    unless the groups take it a micro-batch early (``Plan.wakes_idle_groups``)."""
+    exactly, windowed = Plan.of(job(tmp_path)), Plan.of(replace(job(tmp_path), task=WindowCounter()))
+    assert [exactly.wakes_idle_groups(early) for early in (False, True)] == [True, False]
+    assert [windowed.wakes_idle_groups(early) for early in (False, True)] == [True, True]
+    # Without checkpoints nothing falls due: the state changes only with a message.
+    assert not any(Plan.of(job(tmp_path, delivery=d)).wakes_idle_groups(False) for d in (AT_MOST, AT_LEAST))
 
 
 def test_a_setting_is_its_value_or_the_enum_and_exactly_once_is_the_default(tmp_path):
