@@ -128,11 +128,19 @@ def summarize(batches: list, workdir: Path) -> dict:
 
 
 def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_checkpoint: bool) -> dict:
-    """Runs until the input is consumed, restarting after each failure."""
+    """Runs until the input is consumed, restarting after each failure. Besides the
+    effects lost and duplicated, it reports the messages the key groups took as late
+    (dropped: they say where a loss came from)."""
     job = build(args, workdir, delivery)
     job = replace(job, sink=FailingSink(job.sink))
     committed: list[float] = []
-    job = replace(job, on_progress=lambda progress: committed.append(time.monotonic()))
+    late: list[int] = []
+
+    def on_progress(progress):
+        committed.append(time.monotonic())
+        late.append(progress.late)
+
+    job = replace(job, on_progress=on_progress)
     restarts = []
     while True:
         started, before = time.monotonic(), len(committed)
@@ -151,7 +159,7 @@ def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_check
     expected = {f"k{k}": len(range(k, args.total, args.keys)) for k in range(args.keys)}
     effects = Effects(expected, totals(workdir))
     # The first start is no restart: each entry describes the start after a failure.
-    return {"restarts": restarts[1:], "lost": effects.lost, "duplicated": effects.duplicated,
+    return {"restarts": restarts[1:], "lost": effects.lost, "duplicated": effects.duplicated, "late": sum(late),
             "accuracy": effects.accuracy}
 
 

@@ -32,4 +32,4 @@ def test_the_delivery_benchmarks_run_that_fails_twice_is_restarted_after_each_fa
     args = delivery.parser().parse_args(["--total", "6000", "--keys", "10", "--rows-per-batch", "1000",
                                          "--key-groups", "4"])
     outcome = delivery.failing_run(spark, args, tmp_path, Delivery.EXACTLY_ONCE, lose_spark_checkpoint=False)
-    assert (len(outcome["restarts"]), outcome["lost"], outcome["duplicated"]) == (2, 0, 0)
+    assert (len(outcome["restarts"]), outcome["lost"], outcome["duplicated"], outcome["late"]) == (2, 0, 0, 0), outcome
