@@ -225,10 +225,11 @@ class Plan:
                         job.sink.newest_generation(spark), cores, timeouts=wakes)
         stderr.line(f"[persistent] {recovery.describe()}")
         if wakes and not recovery.timeouts:
+            why = unloaded or "its state changes with the watermark alone"
             raise RestartRefusedError(
                 f"{directory.spark} holds the state of a query without event-time timeouts, whose key groups "
-                f"checkpointed a micro-batch early; this start cannot (the line above says why) and needs them. "
-                f"Mend that and start again, or delete {directory.spark} to restart from the clock (path B)")
+                f"checkpointed a micro-batch early; this start cannot ({why}) and needs them. Mend that and "
+                f"start again, or delete {directory.spark} to restart from the clock (path B)")
         if recovery.path is RecoveryPath.FRESH and self.delivery is Delivery.EXACTLY_ONCE:
             # Appended batches carry no marker that a reused batch id could hit.
             job.sink.check_fresh_start(spark)

@@ -91,7 +91,8 @@ def test_a_count_that_cannot_checkpoint_early_after_a_start_that_did_restarts_fr
 
     monkeypatch.setattr(planner, "load_extension", lambda spark: "Spark's half of the fold is not loaded: a test")
     add("1", ["k0"] * 100, range(101, 201))  # one key: one of the two groups gets no message
-    with pytest.raises(RestartRefusedError, match="without event-time timeouts.* delete .*spark to restart from"):
+    with pytest.raises(RestartRefusedError, match="without event-time timeouts.* cannot .Spark's half of the fold is "
+                                                  "not loaded: a test.* delete .*spark to restart from"):
         start()
     shutil.rmtree(tmp_path / "ck" / "spark")
     # From the clock at 100 ms: the first file's message at 100 ms, the second file, then
