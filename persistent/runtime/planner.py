@@ -372,7 +372,7 @@ class Plan:
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
-            job.watermark_delay_ms if early else None, recovery.timeouts,
+            job.watermark_delay_ms if early else None, timeouts=recovery.timeouts,
         )
         timeout = GroupStateTimeout.EventTimeTimeout if recovery.timeouts else GroupStateTimeout.NoTimeout
         return grouped.applyInPandasWithState(

@@ -71,7 +71,8 @@ def group_function(
     reports,
     fold: Fold | None = None,
     delay_ms: int | None = None,
-    timeouts: bool = True,
+    *,
+    timeouts: bool,
 ):
     """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
     checkpointed every ``interval_ms`` (with ``checkpoints``) into ``storage``, in the

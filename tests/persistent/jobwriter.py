@@ -75,7 +75,7 @@ class JobWriter:
         self.reports = Accumulator()
         self.run_group = group_function(task, interval_ms, recovery, checkpoints=True, mode=BadRecords.FAIL,
                                         late_records=LateRecords.DROP, carries=True, storage=JobStorage(root),
-                                        reports=self.reports)
+                                        reports=self.reports, timeouts=True)
 
     def group_of(self, key: str) -> int:
         """The key group of ``key`` (Spark hashes keys its own way)."""

@@ -163,7 +163,7 @@ def test_a_folded_groups_function_applies_its_partials_and_reports_their_message
     reports = Accumulator()
     run_group = group_function(Counts(), INTERVAL_MS, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
                                BadRecords.FAIL, LateRecords.DROP, True, JobStorage(str(tmp_path / "job")), reports,
-                               fold)
+                               fold, timeouts=True)
     rows = frame([("a", 10, 1, 0), ("a", 20, 1, 0), ("b", 130, 1, 1), ("a", 5, 1, 0)])
     (out,) = run_group((0,), iter([spark_fold(rows, fold, watermark_ms=8, floor_ms=0)]), GroupState(watermark_ms=8))
     assert dict(zip(out["key"][0], out["value"][0])) == {"a": 2, "b": 1}
