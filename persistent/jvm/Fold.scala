@@ -24,9 +24,21 @@
 // so that a group can checkpoint at the next micro-batch's watermark in this one
 // (persistent.runtime.rows, "the watermark").
 //
+// A task whose messages do not fold (its values come from Python) still need not send
+// each message through Spark's shuffle, sort and Arrow conversion one row at a time:
+// `PackPerGroup` writes each key group's messages of a partition into one Arrow stream,
+// which crosses the shuffle as one row (persistent.runtime.packing).
+//
 // The runtime compiles this file with the Scala compiler in pyspark's own jars, against
 // the Spark it runs on, and loads it into the running session (no restart, no setting).
 package org.apache.spark.sql.persistent
+
+import java.io.ByteArrayOutputStream
+import java.nio.channels.Channels
+
+import scala.collection.mutable
+
+import org.apache.arrow.vector.ipc.ArrowStreamWriter
 
 import org.apache.spark.{SparkContext, TaskContext}
 import org.apache.spark.rdd.RDD
@@ -42,7 +54,8 @@ import org.apache.spark.sql.classic.{Dataset, ExpressionUtils}
 import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
 import org.apache.spark.sql.execution.{ProjectExec, SparkPlan, SparkStrategy, UnaryExecNode}
 import org.apache.spark.sql.execution.aggregate.HashAggregateExec
-import org.apache.spark.sql.types.{DataType, IntegerType, LongType}
+import org.apache.spark.sql.execution.arrow.ArrowWriter
+import org.apache.spark.sql.types.{BinaryType, DataType, IntegerType, LongType, StructField, StructType}
 
 /** The micro-batch's watermark in ms, from the local property `BatchWatermark.Property` of
   * the task's job; `Long.MaxValue` (no message is on time, none folds) without one. */
@@ -120,30 +133,31 @@ object PartialFoldStrategy extends SparkStrategy {
   }
 }
 
-/** The rows of `child`, and after each partition's, if any of them has a `newest` (a
-  * nullable bigint), one row per key group `0 until groups`: column `group` the group,
-  * `time` the partition's greatest `newest`, every other column `rows(name)`'s value. */
-case class NewestPerGroup(newest: Attribute, group: Attribute, time: Attribute, groups: Int,
+/** The rows of `child`, and after each partition's, if any of them is a message (its
+  * `kind` is `message`, its `time` a bigint), one row per key group `0 until groups`:
+  * column `group` the group, `time` the greatest time of the partition's messages, every
+  * other column `rows(name)`'s value. */
+case class NewestPerGroup(kind: Attribute, message: Int, group: Attribute, time: Attribute, groups: Int,
                           rows: Map[String, Expression], child: LogicalPlan) extends UnaryNode {
-  override def output: Seq[Attribute] = NewestPerGroup.output(child.output, group, time)
+  override def output: Seq[Attribute] = Added.output(child.output, Seq(group, time))
   override protected def withNewChildInternal(newChild: LogicalPlan): NewestPerGroup = copy(child = newChild)
 }
 
-object NewestPerGroup {
-  /** The columns of `input` after the rows of the key groups: each may be null there but `group` and `time`. */
-  def output(input: Seq[Attribute], group: Attribute, time: Attribute): Seq[Attribute] = input.map { attribute =>
-    if (attribute.exprId == group.exprId || attribute.exprId == time.exprId) attribute
-    else attribute.withNullability(true)
+/** The rows a node adds to its child's (`NewestPerGroup`, `PackPerGroup`). */
+object Added {
+  /** The columns of `input` with the added rows: each may be null there but those of `kept`. */
+  def output(input: Seq[Attribute], kept: Seq[Attribute]): Seq[Attribute] = input.map { attribute =>
+    if (kept.exists(_.exprId == attribute.exprId)) attribute else attribute.withNullability(true)
   }
 }
 
-case class NewestPerGroupExec(newest: Attribute, group: Attribute, time: Attribute, groups: Int,
+case class NewestPerGroupExec(kind: Attribute, message: Int, group: Attribute, time: Attribute, groups: Int,
                               rows: Map[String, Expression], child: SparkPlan) extends UnaryExecNode {
-  override def output: Seq[Attribute] = NewestPerGroup.output(child.output, group, time)
+  override def output: Seq[Attribute] = Added.output(child.output, Seq(group, time))
   override protected def withNewChildInternal(newChild: SparkPlan): NewestPerGroupExec = copy(child = newChild)
 
   override protected def doExecute(): RDD[InternalRow] = {
-    val index = child.output.indexWhere(_.exprId == newest.exprId)
+    val Seq(kindAt, timeAt) = Seq(kind, time).map(a => child.output.indexWhere(_.exprId == a.exprId))
     // A key group's row, of (group, time): those two bound, every other column a value.
     val columns = output.map { attribute =>
       val value =
@@ -152,14 +166,14 @@ case class NewestPerGroupExec(newest: Attribute, group: Attribute, time: Attribu
         else rows(attribute.name)
       Cast(value, attribute.dataType, Some("UTC"))
     }
-    val count = groups
+    val (count, messageKind) = (groups, message.toByte)
     child.execute().mapPartitionsInternal { input =>
       var seen = false
       var greatest = Long.MinValue
       val passed = input.map { row =>
-        if (!row.isNullAt(index)) {
+        if (row.getByte(kindAt) == messageKind && !row.isNullAt(timeAt)) {
           seen = true
-          greatest = math.max(greatest, row.getLong(index))
+          greatest = math.max(greatest, row.getLong(timeAt))
         }
         row
       }
@@ -176,8 +190,137 @@ case class NewestPerGroupExec(newest: Attribute, group: Attribute, time: Attribu
 
 object NewestPerGroupStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case NewestPerGroup(newest, group, time, groups, rows, child) =>
-      NewestPerGroupExec(newest, group, time, groups, rows, planLater(child)) :: Nil
+    case NewestPerGroup(kind, message, group, time, groups, rows, child) =>
+      NewestPerGroupExec(kind, message, group, time, groups, rows, planLater(child)) :: Nil
+    case _ => Nil
+  }
+}
+
+/** The rows of `child`, its messages (rows whose `kind` is `message`) packed per key
+  * group and partition: after each partition's rows, or once a group's pack holds `most`
+  * messages, one row per pack whose column `packed` is the
+  * messages' columns `columns` as an Arrow stream and `seq` its place among the
+  * partition's packs of the group; `group` and `part` its messages', every other column
+  * `rows(name)`'s value. Other rows pass as they are. */
+case class PackPerGroup(kind: Attribute, message: Int, group: Attribute, part: Attribute,
+                        columns: Seq[Attribute], most: Int, rows: Map[String, Expression], packed: Attribute,
+                        seq: Attribute, child: LogicalPlan) extends UnaryNode {
+  override def output: Seq[Attribute] = Added.output(child.output, Seq(kind, group, part)) ++ Seq(packed, seq)
+  override def producedAttributes: AttributeSet = AttributeSet(Seq(packed, seq))
+  override protected def withNewChildInternal(newChild: LogicalPlan): PackPerGroup = copy(child = newChild)
+}
+
+/** One key group's pack of messages in a task: their columns in Arrow vectors, until `take`. */
+private class Pack(schema: StructType, timeZone: String) {
+  private val writer = ArrowWriter.create(schema, timeZone, true, false)
+  var count = 0
+  var seq = 0
+
+  def add(row: InternalRow): Unit = {
+    writer.write(row)
+    count += 1
+  }
+
+  /** The messages added since the last take, as an Arrow stream. */
+  def take(): Array[Byte] = {
+    writer.finish()
+    val bytes = new ByteArrayOutputStream()
+    val stream = new ArrowStreamWriter(writer.root, null, Channels.newChannel(bytes))
+    stream.start()
+    stream.writeBatch()
+    stream.end()
+    writer.reset()
+    count = 0
+    seq += 1
+    bytes.toByteArray
+  }
+
+  def close(): Unit = writer.root.close()
+}
+
+case class PackPerGroupExec(kind: Attribute, message: Int, group: Attribute, part: Attribute,
+                            columns: Seq[Attribute], most: Int, rows: Map[String, Expression], packed: Attribute,
+                            seq: Attribute, child: SparkPlan) extends UnaryExecNode {
+  override def output: Seq[Attribute] = Added.output(child.output, Seq(kind, group, part)) ++ Seq(packed, seq)
+  override protected def withNewChildInternal(newChild: SparkPlan): PackPerGroupExec = copy(child = newChild)
+
+  override protected def doExecute(): RDD[InternalRow] = {
+    val input = child.output
+    val Seq(kindAt, groupAt, partAt) = Seq(kind, group, part).map(a => input.indexWhere(_.exprId == a.exprId))
+    val schema = StructType(columns.map(c => StructField(c.name, c.dataType, c.nullable)))
+    val timeZone = conf.sessionLocalTimeZone
+    // A pack's row, of (group, part, packed, seq): those bound, every other column a value.
+    val bound = Seq(group -> IntegerType, part -> IntegerType, packed -> BinaryType, seq -> IntegerType)
+    val out = output.map { attribute =>
+      val at = bound.indexWhere(_._1.exprId == attribute.exprId)
+      if (at >= 0) BoundReference(at, bound(at)._2, nullable = false)
+      else Cast(rows(attribute.name), attribute.dataType, Some("UTC"))
+    }
+    val (limit, messageKind, cols) = (most, message.toByte, columns)
+    child.execute().mapPartitionsInternal { rowsIn =>
+      // The packed columns, or the row itself when they are its first (ArrowWriter reads
+      // as many columns as it writes, from the first).
+      val picks = UnsafeProjection.create(cols, input)
+      val first = cols.map(c => input.indexWhere(_.exprId == c.exprId)) == cols.indices
+      val project = UnsafeProjection.create(out)
+      // Another row, with a null pack.
+      val passed = UnsafeProjection.create(input ++ Seq(Literal(null, BinaryType), Literal(null, IntegerType)), input)
+      val packs = mutable.LinkedHashMap[Int, Pack]()
+      var source = 0
+      Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit](_ => packs.values.foreach(_.close())))
+
+      def taken(grp: Int, pack: Pack): InternalRow = {
+        val seq = pack.seq
+        project(InternalRow(grp, source, pack.take(), seq)).copy()
+      }
+
+      new Iterator[InternalRow] {
+        private var ready: InternalRow = _
+        private var last: Iterator[InternalRow] = Iterator.empty
+        private var ending = false
+
+        // A row passed on goes out before the next is read: the projection reuses it.
+        private def advance(): Unit = {
+          while (ready == null && (last.hasNext || !ending)) {
+            if (last.hasNext) ready = last.next()
+            else if (!rowsIn.hasNext) {
+              ending = true
+              last = packs.iterator.collect { case (grp, pack) if pack.count > 0 => taken(grp, pack) }
+            } else {
+              val row = rowsIn.next()
+              if (row.getByte(kindAt) != messageKind) ready = passed(row)
+              else {
+                val grp = row.getInt(groupAt)
+                source = row.getInt(partAt)
+                val pack = packs.getOrElseUpdate(grp, new Pack(schema, timeZone))
+                pack.add(if (first) row else picks(row))
+                if (pack.count >= limit) ready = taken(grp, pack)
+              }
+            }
+          }
+        }
+
+        override def hasNext: Boolean = {
+          advance()
+          ready != null
+        }
+
+        override def next(): InternalRow = {
+          advance()
+          if (ready == null) throw new NoSuchElementException("PackPerGroup: no more rows")
+          val row = ready
+          ready = null
+          row
+        }
+      }
+    }
+  }
+}
+
+object PackPerGroupStrategy extends SparkStrategy {
+  override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
+    case PackPerGroup(kind, message, group, part, columns, most, rows, packed, seq, child) =>
+      PackPerGroupExec(kind, message, group, part, columns, most, rows, packed, seq, planLater(child)) :: Nil
     case _ => Nil
   }
 }
@@ -207,25 +350,47 @@ object Fold {
   }
 
   /** `frame` with, after each partition's rows, one row per key group carrying the
-    * greatest value of column `newest` (`NewestPerGroup`): `group` the group, `time`
-    * that value, column `names(i)` the value of `values(i)`. */
-  def newest(frame: DataFrame, newest: String, group: String, time: String, groups: Int, names: Array[String],
-             values: Array[Column]): DataFrame = {
+    * greatest `time` of its messages (`NewestPerGroup`, rows whose column `kind` is
+    * `message`): `group` the group, `time` that value, column `names(i)` the value of
+    * `values(i)`. */
+  def newest(frame: DataFrame, kind: String, message: Int, group: String, time: String, groups: Int,
+             names: Array[String], values: Array[Column]): DataFrame = {
     val plan = frame.queryExecution.analyzed
     val attribute: String => Attribute = column(plan, "NewestPerGroup")
-    // The values, analyzed where Spark resolves them and evaluated once: constants.
-    val selected = frame.sparkSession.range(1).select(values.toSeq: _*).queryExecution.analyzed
-    val constants = selected.collectFirst { case project: Project => project.projectList }.getOrElse(
-      throw new IllegalArgumentException(s"NewestPerGroup: the values are no projection: $selected"))
-    val rows = names.toSeq.zip(constants.map(value => Literal(value.eval(), value.dataType))).toMap
-    val node = NewestPerGroup(attribute(newest), attribute(group), attribute(time), groups, rows, plan)
+    val rows = constants(frame, "NewestPerGroup", names, values)
+    val node = NewestPerGroup(attribute(kind), message, attribute(group), attribute(time), groups, rows, plan)
     Dataset.ofRows(frame.sparkSession.asInstanceOf[ClassicSession], node)
   }
 
-  /** Lets `session`'s planner plan a `PartialFold` and a `NewestPerGroup`. */
+  /** `frame` with its rows of kind `message` packed per key group (`PackPerGroup`): column
+    * `kind` the kind, `group` the group, `part` the source partition; the columns
+    * `columns` packed, at most `most` rows a pack, in a new column `packed` and its place
+    * `seq`; a pack's column `names(i)` the value of `values(i)`. */
+  def pack(frame: DataFrame, kind: String, message: Int, group: String, part: String,
+           columns: Array[String], most: Int, packed: String, seq: String, names: Array[String],
+           values: Array[Column]): DataFrame = {
+    val plan = frame.queryExecution.analyzed
+    val attribute: String => Attribute = column(plan, "PackPerGroup")
+    val rows = constants(frame, "PackPerGroup", names, values)
+    val node = PackPerGroup(attribute(kind), message, attribute(group), attribute(part),
+      columns.toSeq.map(attribute), most, rows, AttributeReference(packed, BinaryType)(),
+      AttributeReference(seq, IntegerType)(), plan)
+    Dataset.ofRows(frame.sparkSession.asInstanceOf[ClassicSession], node)
+  }
+
+  /** The `values` by `names`, analyzed where Spark resolves them and evaluated once: constants. */
+  private def constants(frame: DataFrame, node: String, names: Array[String],
+                        values: Array[Column]): Map[String, Expression] = {
+    val selected = frame.sparkSession.range(1).select(values.toSeq: _*).queryExecution.analyzed
+    val projected = selected.collectFirst { case project: Project => project.projectList }.getOrElse(
+      throw new IllegalArgumentException(s"$node: the values are no projection: $selected"))
+    names.toSeq.zip(projected.map(value => Literal(value.eval(), value.dataType))).toMap
+  }
+
+  /** Lets `session`'s planner plan a `PartialFold`, a `NewestPerGroup` and a `PackPerGroup`. */
   def register(session: SparkSession): Unit = {
     val methods = session.experimental
-    for (strategy <- Seq(PartialFoldStrategy, NewestPerGroupStrategy) if !methods.extraStrategies.contains(strategy)) {
+    for (strategy <- Seq(PartialFoldStrategy, NewestPerGroupStrategy, PackPerGroupStrategy) if !methods.extraStrategies.contains(strategy)) {
       methods.extraStrategies = methods.extraStrategies :+ strategy
     }
   }

@@ -43,6 +43,18 @@ before the shuffle that read a message, the newest event time among its messages
 jobs whose groups checkpoint at the next micro-batch's watermark
 (``persistent.runtime.stateful.group_function``).
 
+**Packing.** The messages of a job that does not fold (its values come from Python)
+still need not cross Spark's shuffle, its sort by key group and its conversion to Arrow
+one row each: Spark's half packs each source partition's messages per key group into
+an Arrow stream (``packed``: a ``Kind.PACKED`` row after the partition's other rows, or
+once it holds ``ARROW_BATCH_ROWS`` messages) and the key group reads them from it
+(``persistent.runtime.rows.decode``). The packed columns keep their types; a job packs
+when its key and value are of a type pandas reads from Arrow as PySpark does
+(``PACKS``: strings, integers, floating point numbers, booleans) and the session took
+Spark's half, and says so in its first lines (``pack_of``). The packs hold the rows
+after the watermark and the newest event times: Spark's watermark moves as before, and
+no message is late or bad for having been packed.
+
 **Order.** A key group folds its partials by their newest event time, then source
 partition, as it folds messages, then a hash of their key, whatever order Spark emits
 them in (``persistent.runtime.rows.decode``); within a source partition Spark folds a
@@ -66,11 +78,12 @@ import numpy as np
 from monoids import Averaged, Count
 from persistent.core.badrecords import BAD_RECORD_COLUMN
 from persistent.core.task import MonoidTask
-from persistent.runtime.rows import (COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PART, PARTIAL, TIMESTAMP,
-                                     VALUE, Kind, moving_time, no_message_columns)
+from persistent.core.task import MESSAGE_COLUMNS
+from persistent.runtime.rows import (ARROW_BATCH_ROWS, COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PACKED,
+                                     PACKED_SEQ, PART, PARTIAL, TIMESTAMP, VALUE, Kind, no_message_columns)
 
-__all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per_group", "WATERMARK_PROPERTY",
-           "FOLD_PROPERTY", "PASS", "SOURCE"]
+__all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per_group", "pack_of", "packed",
+           "PACKS", "WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS", "SOURCE"]
 
 #: Spark's half of the fold.
 SOURCE = Path(__file__).resolve().parent.parent / "jvm" / "Fold.scala"
@@ -83,8 +96,9 @@ FOLD_PROPERTY, PASS = "persistent.fold", "pass"
 CACHE_ENV = "PERSISTENT_JVM_CACHE"
 #: The column of a row's bucket (a message's time when it does not fold).
 _BUCKET = "bucket"
-#: The column of a row's event time if it moves Spark's watermark (``newest_per_group``).
-_NEWEST = "newest"
+#: The key and value types a pack carries: those pandas reads from an Arrow column as
+#: PySpark converts a row's (``persistent.runtime.rows.decode``).
+PACKS = ("string", "bigint", "int", "smallint", "tinyint", "double", "float", "boolean")
 _ATOMIC = ("string", "bigint", "int", "smallint", "tinyint", "double", "float", "boolean", "binary", "date",
            "timestamp")
 
@@ -199,14 +213,42 @@ def newest_per_group(rows, key_groups: int):
     from pyspark.sql import functions as F
 
     spark = rows.sparkSession
-    timed = rows.withColumn(_NEWEST, moving_time())
-    values = {**no_message_columns({c.name: c.dataType for c in timed.schema}, Kind.NEWEST),
-              EVENT_TIME: F.lit(None).cast("timestamp"), _NEWEST: F.lit(None).cast("bigint")}
-    names = [name for name in timed.columns if name not in (GROUP, TIMESTAMP)]
-    frame = _half(spark).newest(timed._jdf, _NEWEST, GROUP, TIMESTAMP, key_groups,
+    values = {**no_message_columns({c.name: c.dataType for c in rows.schema}, Kind.NEWEST),
+              EVENT_TIME: F.lit(None).cast("timestamp")}
+    names = [name for name in rows.columns if name not in (GROUP, TIMESTAMP)]
+    frame = _half(spark).newest(rows._jdf, KIND, int(Kind.MESSAGE), GROUP, TIMESTAMP, key_groups,
                                 _array(spark, "java.lang.String", names),
                                 _array(spark, "org.apache.spark.sql.Column", [values[name]._jc for name in names]))
-    return DataFrame(frame, spark).drop(_NEWEST)
+    return DataFrame(frame, spark)
+
+
+def pack_of(key_type: str, value_type: str) -> tuple[bool, str]:
+    """Whether a job whose messages do not fold, of key and value columns of Spark types
+    ``key_type`` and ``value_type``, packs them; and the sentence that says so."""
+    odd = [f"its {name} is a {kind}" for name, kind in (("key", key_type), ("value", value_type))
+           if kind not in PACKS]
+    if odd:
+        return False, f"every message crosses the shuffle as a row ({' and '.join(odd)}, which no pack carries)"
+    return True, "messages cross the shuffle packed per key group"
+
+
+def packed(rows, most: int = ARROW_BATCH_ROWS):
+    """The key groups' ``rows`` (``persistent.runtime.rows``, after the watermark and the
+    newest event times) with each source partition's messages packed per key group, at
+    most ``most`` a pack: ``Kind.PACKED`` rows, ``packed`` and ``packed_seq`` null in the
+    others."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    spark = rows.sparkSession
+    values = {**no_message_columns({c.name: c.dataType for c in rows.schema}, Kind.PACKED),
+              EVENT_TIME: F.lit(None).cast("timestamp")}
+    names = [name for name in rows.columns if name not in (GROUP, PART)]
+    frame = _half(spark).pack(rows._jdf, KIND, int(Kind.MESSAGE), GROUP, PART,
+                              _array(spark, "java.lang.String", list(MESSAGE_COLUMNS)), most, PACKED, PACKED_SEQ,
+                              _array(spark, "java.lang.String", names),
+                              _array(spark, "org.apache.spark.sql.Column", [values[name]._jc for name in names]))
+    return DataFrame(frame, spark)
 
 
 def _array(spark, java_class: str, values: list):

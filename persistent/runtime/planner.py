@@ -71,7 +71,7 @@ from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
-                                     load_extension, newest_per_group)
+                                     load_extension, newest_per_group, pack_of, packed)
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
@@ -217,7 +217,7 @@ class Plan:
                             f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
         directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
-        unloaded = load_extension(spark) if self._uses_extension else None
+        unloaded = load_extension(spark)
         early = self._checkpoints_early(unloaded)
         wakes = self.wakes_idle_groups(early)
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
@@ -238,7 +238,8 @@ class Plan:
         reports = spark.sparkContext.accumulator({}, Reports())
         messages = self._messages(spark, recovery.floor_ms, storage)
         fold = self._fold(messages, unloaded)
-        results = self._stateful(messages, recovery, directory, storage, reports, fold, early)
+        packs = fold is None and self._packs(messages, unloaded)
+        results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
         rewind_positions = (job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source)
@@ -310,12 +311,6 @@ class Plan:
         return prepared.unionByName(raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(*marked_columns(types)))
 
     @property
-    def _uses_extension(self) -> bool:
-        """Whether the job would use Spark's half (``load_extension``): to fold a
-        ``MonoidTask``'s messages or to checkpoint early (``_checkpoints_early``)."""
-        return isinstance(self.job.task, MonoidTask) or self._may_checkpoint_early
-
-    @property
     def _may_checkpoint_early(self) -> bool:
         return self.checkpoints and not self.watermark_acts_alone
 
@@ -331,6 +326,16 @@ class Plan:
         stderr.line(f"[persistent] {why}")
         return fold
 
+    def _packs(self, messages, unloaded: str | None) -> bool:
+        """Whether the job, whose messages do not fold, packs them before the shuffle
+        (``persistent.runtime.fold.packed``) with Spark's half loaded (else ``unloaded``
+        says why not); it says which way it runs."""
+        packs, why = pack_of(*(messages.schema[name].dataType.simpleString() for name in (KEY, VALUE)))
+        if packs and unloaded:
+            packs, why = False, f"every message crosses the shuffle as a row: {unloaded}"
+        stderr.line(f"[persistent] {why}")
+        return packs
+
     def _checkpoints_early(self, unloaded: str | None) -> bool:
         """Whether the key groups checkpoint at the next micro-batch's watermark
         (``persistent.runtime.stateful.group_function``): a job with checkpoints whose
@@ -343,13 +348,14 @@ class Plan:
         return unloaded is None
 
     def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports,
-                  fold: Fold | None = None, early: bool = False):
+                  fold: Fold | None = None, early: bool = False, packs: bool = False):
         """The key groups' rows, one per group with results or dead letters
         (``persistent.runtime.stateful.output_schema``); each group adds its
         ``GroupReport`` to the accumulator ``reports``. The groups' input is
         ``persistent.runtime.rows``: each message's row, a heartbeat's per group in
         a generation's first micro-batch, and, ``early``, the newest event time of each
-        source partition's messages per group. Event-time timeouts wake the groups
+        source partition's messages per group; the messages folded (``fold``) or
+        packed (``packs``) before the shuffle. Event-time timeouts wake the groups
         without rows if the generation's query has them (``Recovery.timeouts``)."""
         from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -368,6 +374,8 @@ class Plan:
             rows = newest_per_group(rows, recovery.key_groups)
         if fold is not None:
             rows = folded(rows, fold, recovery.floor_ms, bucket_ms(self.spec.window, job.checkpoint_interval_ms))
+        elif packs:
+            rows = packed(rows)
         grouped = rows.withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,

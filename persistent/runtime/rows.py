@@ -14,6 +14,13 @@ in its ``kind`` (``Kind``):
   types;
 - a **heartbeat** (``persistent.runtime.heartbeats``): it only wakes its group.
 
+A job that packs its messages before the shuffle (``persistent.runtime.fold.packed``)
+adds ``packed`` and ``packed_seq``: a **pack** holds messages of one key group read in
+one source partition (``part``), in their order there, as an Arrow stream (``packed``;
+its ``key``, ``timestamp`` and ``value`` are fillers), and ``packed_seq`` is its place
+among that partition's packs for the group; ``decode`` reads its messages as if each
+had crossed the shuffle as a row.
+
 A job that folds its messages before the shuffle (``persistent.runtime.fold``) adds
 ``folded``, ``count`` and the partial values' columns (``PARTIAL``): a **partial** is
 a message row with ``folded`` true, the fold of ``count`` on-time messages of one key
@@ -44,6 +51,7 @@ from enum import IntEnum
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN
 from persistent.core.task import MESSAGE_COLUMNS
@@ -52,7 +60,7 @@ __all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_
            "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
            "heartbeat_columns", "no_message_columns", "moving_time", "no_mark", "watermarked", "spark_delay",
            "job_watermark_ms", "group_watermark_ms", "next_spark_watermark_ms", "timeout_ms", "FOLDED", "COUNT",
-           "EARLIEST", "PARTIAL", "Marked", "Partials", "GroupRows", "decode"]
+           "EARLIEST", "PARTIAL", "PACKED", "PACKED_SEQ", "Marked", "Partials", "GroupRows", "decode"]
 
 KEY, TIMESTAMP, VALUE = MESSAGE_COLUMNS
 #: The column of a row's ``Kind``.
@@ -71,6 +79,10 @@ FOLDED = "folded"
 COUNT = "count"
 EARLIEST = "earliest"
 PARTIAL = "partial_"
+#: The columns of a packing job's rows (``persistent.runtime.fold.packed``): a pack's
+#: messages as an Arrow stream, and its place among its source partition's packs.
+PACKED = "packed"
+PACKED_SEQ = "packed_seq"
 
 #: Rows per Arrow batch between the JVM and the key groups' Python workers: a key
 #: group's rows in one chunk (Spark hands a group's state to Python again with each).
@@ -90,6 +102,8 @@ class Kind(IntEnum):
     #: The newest event time among the messages one task before the shuffle read, for
     #: each key group (``persistent.runtime.fold.newest_per_group``).
     NEWEST = 3
+    #: Messages packed before the shuffle (``persistent.runtime.fold.packed``).
+    PACKED = 4
 
 
 # -- the Spark side: the planner's expressions --------------------------------------
@@ -361,6 +375,8 @@ def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
     column with nulls (a heartbeat's or bad record's time) arrives as floats."""
     chunks = list(frames)
     columns = {name: _joined([chunk[name].to_numpy() for chunk in chunks]) for name in _READ}
+    if chunks and PACKED in chunks[0].columns:
+        columns = _unpacked(columns, chunks)
     partials = None
     if values is not None:
         columns, partials = _unfolded(columns, chunks, values)
@@ -405,6 +421,29 @@ def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, 
     fields = [field[order] for field in fields]
     repeat = np.repeat(np.flatnonzero(~folded), counts[~folded])
     return {name: column[repeat] for name, column in columns.items()}, Partials(*fields)
+
+
+def _unpacked(columns: dict, chunks: list[pd.DataFrame]) -> dict:
+    """A packing job's rows (``columns``, read from ``chunks``) with the packs' messages in
+    place of the packs: the other rows first, then the packs' messages, each pack's in
+    their order, the packs by source partition and place (``PACKED_SEQ``), so that the
+    messages of a source partition come in their order there."""
+    packs = columns[KIND] == Kind.PACKED
+    if not packs.any():
+        return columns
+    blobs = _joined([chunk[PACKED].to_numpy() for chunk in chunks])[packs]
+    seqs = _joined([chunk[PACKED_SEQ].to_numpy() for chunk in chunks])[packs]
+    parts = columns[PART][packs]
+    order = np.lexsort((seqs, parts))
+    tables = [pa.ipc.open_stream(blobs[i]).read_all() for i in order]
+    table = pa.concat_tables(tables)
+    # pandas reads the packed columns' types (``fold.PACKS``) as PySpark converts a row's.
+    messages = {name: table.column(name).to_pandas().to_numpy() for name in MESSAGE_COLUMNS}
+    messages[KIND] = np.full(table.num_rows, Kind.MESSAGE, dtype=columns[KIND].dtype)
+    messages[BAD_RECORD_COLUMN] = np.full(table.num_rows, None, dtype=object)
+    messages[PART] = np.repeat(parts[order], [t.num_rows for t in tables])
+    others = ~packs
+    return {name: np.concatenate([column[others], messages[name]]) for name, column in columns.items()}
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
 from persistent.runtime.reports import Reports
-from persistent.runtime.rows import EVENT_TIME, GROUP, KEY, KIND, PART, TIMESTAMP, VALUE, Kind
+from persistent.runtime.rows import EVENT_TIME, GROUP, KEY, KIND, PACKED, PACKED_SEQ, PART, TIMESTAMP, VALUE, Kind
 
 
 class GroupState:
@@ -85,3 +86,23 @@ def rows(keys: list[str], timestamp_ms: int) -> pd.DataFrame:
 def marked(record: BadRecord, timestamp_ms: int | None = None, part: int = 0) -> pd.DataFrame:
     """Spark's row of a record marked bad: fillers for key and value, its event time if any."""
     return spark_rows([Kind.BAD_RECORD], [None], [timestamp_ms], [0], [record.json()], [part])
+
+
+def packed(messages: list[tuple[str, int, int, int]], seq: int) -> pd.DataFrame:
+    """Spark's row of a pack (``persistent.runtime.fold.packed``) of ``(key, timestamp,
+    value, part)`` messages of one source partition, the ``seq``-th of its packs there:
+    fillers for key, time and value, the messages as an Arrow stream."""
+    keys, times, values, parts = (list(column) for column in zip(*messages))
+    table = pa.table({KEY: pa.array(keys, pa.string()), TIMESTAMP: pa.array(times, pa.int64()),
+                      VALUE: pa.array(values, pa.int64())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    row = spark_rows([Kind.PACKED], [None], [None], [0], [None], [parts[0]])
+    return row.assign(**{PACKED: [sink.getvalue().to_pybytes()], PACKED_SEQ: [seq]})
+
+
+def unpacked(chunk: pd.DataFrame) -> pd.DataFrame:
+    """A packing job's ``chunk`` of rows that holds no pack: its packs' columns null."""
+    return chunk.assign(**{PACKED: pd.Series([None] * len(chunk), dtype=object),
+                           PACKED_SEQ: np.full(len(chunk), np.nan)})

@@ -4,10 +4,12 @@ group's rows, and the watermark's shift between Spark and the job."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_groups import frame, marked, spark_rows
+from spark_groups import frame, marked, packed, spark_rows, unpacked
 
 from persistent.core.badrecords import BadRecord
 from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, group_watermark_ms, job_watermark_ms,
@@ -42,6 +44,50 @@ def test_the_newest_rows_give_the_micro_batchs_newest_event_time_and_no_message(
     assert (rows.count, rows.newest_ms, rows.batch_newest_ms) == (2, 20, 250)
     assert decode([frame([("a", 10, 1, 0)])]).batch_newest_ms is None
     assert (decode([newest(7)]).count, decode([newest(7)]).batch_newest_ms) == (0, 7)
+
+
+@settings(deadline=None)
+@given(st.data())
+def test_packed_messages_decode_as_their_rows_do_whatever_the_packs_cuts_and_order(data):
+    """Each source partition's messages of a group come in packs of any sizes (in their
+    order there, numbered), and Spark hands the packs over in any order and any chunks,
+    among other rows: the group reads the messages it would read from their rows."""
+    messages = data.draw(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(range(0, 100, 25)),
+                                            st.integers(-9, 9), st.integers(0, 2)), max_size=30))
+    bad = BadRecord("f line 1", "x", "bad")
+    packs = []
+    for part in range(3):
+        own = [message for message in messages if message[3] == part]
+        cuts = sorted(data.draw(st.sets(st.integers(1, len(own) - 1)))) if len(own) > 1 else []
+        edges = [0, *cuts, len(own)]
+        packs += [packed(own[start:end], seq) for seq, (start, end) in enumerate(zip(edges, edges[1:])) if end > start]
+    others = [unpacked(frame([], beats=1)), unpacked(marked(bad, 30, part=2))]
+    shuffled = data.draw(st.permutations(packs + others))
+    cut = data.draw(st.integers(0, len(shuffled)))
+    chunks = [pd.concat(part, ignore_index=True) for part in (shuffled[:cut], shuffled[cut:]) if part]
+    got, expected = decode(chunks), decode([frame(messages, beats=1), marked(bad, 30, part=2)])
+    assert got.messages.to_dict("list") == expected.messages.to_dict("list")
+    assert [got.messages[name].dtype for name in got.messages] == [expected.messages[name].dtype
+                                                                    for name in expected.messages]
+    assert got.marked.records.tolist() == expected.marked.records.tolist()
+    assert (got.count, got.newest_ms) == (expected.count, expected.newest_ms)
+    assert got.count == len(messages) + 1
+
+
+@pytest.mark.parametrize("values", [
+    pa.array(["x", None, "z"]), pa.array(["x", "y", "z"]), pa.array([1, None, 3], pa.int64()),
+    pa.array([1, 2, 3], pa.int64()), pa.array([1, None, 3], pa.int32()), pa.array([1, 2, 3], pa.int16()),
+    pa.array([1, None, 3], pa.int8()), pa.array([1.5, None, float("nan")], pa.float64()),
+    pa.array([1.5, 2.5, 3.5], pa.float32()), pa.array([True, None, False]), pa.array([True, False, True]),
+], ids=lambda values: f"{values.type}{'-nulls' if values.null_count else ''}")
+def test_a_packs_columns_read_as_pysparks_own_conversion_reads_the_rows_columns(values):
+    """``fold.PACKS``: for these types pandas reads a pack's Arrow column as PySpark
+    converts the same column of rows for ``applyInPandasWithState``."""
+    from pyspark.sql.conversion import ArrowBatchTransformer
+
+    (pyspark,) = ArrowBatchTransformer.to_pandas(pa.record_batch([values], names=["v"]), timezone="UTC")
+    ours = pa.chunked_array([values]).to_pandas()
+    pd.testing.assert_series_equal(ours, pyspark, check_names=False)
 
 
 def test_the_next_micro_batchs_watermark_is_the_newest_event_time_less_the_delay_never_back():
