@@ -875,6 +875,24 @@ def test_first_and_last_break_ties_in_time_order_across_buckets(name):
     assert table.get("k").item == expected
 
 
+@pytest.mark.parametrize("name", ["First", "Last"])
+def test_a_non_commutative_tables_changes_roll_forward_to_its_whole_checkpoint(name):
+    """Its seal puts a key's rows in time order, which renumbers the keys: z's first row
+    came before y's, and after the seal y's committed row comes before z's open one."""
+    monoid, stamped = getattr(monoids, name)(), monoids.Timestamped
+    changing, whole = table_of(monoid), table_of(monoid)
+    for table in (changing, whole):
+        apply(table, [("a", 10, stamped(1, "a1")), ("b", 20, stamped(2, "b1"))])
+    rolled = decode_table(changing.checkpoint(100), monoid, INTERVAL)
+    whole.checkpoint(100)
+    for table in (changing, whole):
+        apply(table, [("z", 250, stamped(3, "z1")), ("y", 150, stamped(4, "y1")), ("b", 160, stamped(2, "b2"))])
+    changes = decode_table(changing.checkpoint_changes(200), monoid, INTERVAL)
+    assert changes.keys.tolist() == ["b", "y"]
+    rolled.roll_forward(changes)
+    assert totals(rolled) == totals(decode_table(whole.checkpoint(200), monoid, INTERVAL))
+
+
 # -- moving keys between tables (rescaling key groups) -------------------------------
 
 
