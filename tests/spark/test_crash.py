@@ -128,23 +128,44 @@ def test_folded_counts_across_kills_on_path_a_path_b_and_a_rescale_are_exact(tmp
         args[args.index("--key-groups") + 1] = str(key_groups)
         return Crasher("count", args, tmp_path, standby=False)
 
-    seed = kill_folded_on_paths_a_and_b_then_rescale(crasher, 4, 2, tmp_path)
+    seed = kill_on_paths_a_and_b_then_rescale(crasher, 4, 2, tmp_path, FOLDS)
     assert sink_counts(tmp_path) == {f"k{k}": 2 * 12 + 4 * 11 for k in range(5)}, f"seed {seed}"
     assert_clock_names_durable_checkpoints(tmp_path)
 
 
-def kill_folded_on_paths_a_and_b_then_rescale(crasher, key_groups: int, fewer: int, tmp_path) -> int:
-    """Runs a folded job (``crasher(key_groups)``, a ``Crasher``) killed at ``sink`` and
-    at ``group`` (path A), then at ``clock`` and ``sink`` with Spark's checkpoint lost
-    each time (path B), then to its end with ``fewer`` key groups (a rescale, path B);
-    checks that each run folded and took its path. Returns the crasher's seed."""
+def test_packed_counts_across_kills_on_path_a_path_b_and_a_rescale_are_exact(tmp_path):
+    """The count example: each partition's messages cross the shuffle packed per key
+    group, late ones (dropped) and those before the restore point among them."""
+    write_out_of_order_input(tmp_path / "in")
+
+    def crasher(key_groups):
+        args = count_args(tmp_path, "--input", str(tmp_path / "in"), "--watermark-delay-ms", "2000")
+        args[args.index("--key-groups") + 1] = str(key_groups)
+        return Crasher("count", args, tmp_path, standby=False)
+
+    seed = kill_on_paths_a_and_b_then_rescale(crasher, 4, 2, tmp_path, PACKS)
+    assert sink_counts(tmp_path) == {f"k{k}": 2 * 12 + 4 * 11 for k in range(5)}, f"seed {seed}"
+    assert_clock_names_durable_checkpoints(tmp_path)
+
+
+#: How a job's messages cross the shuffle, in its first lines.
+FOLDS = "[persistent] messages fold before the shuffle (a MonoidTask)"
+PACKS = "[persistent] messages cross the shuffle packed per key group"
+
+
+def kill_on_paths_a_and_b_then_rescale(crasher, key_groups: int, fewer: int, tmp_path, way: str) -> int:
+    """Runs a job (``crasher(key_groups)``, a ``Crasher``) killed at ``sink`` and at
+    ``group`` (path A), then at ``clock`` and ``sink`` with Spark's checkpoint lost each
+    time (path B), then to its end with ``fewer`` key groups (a rescale, path B); checks
+    that each run crossed the shuffle the ``way`` it says (``FOLDS``, ``PACKS``) and
+    took its path. Returns the crasher's seed."""
     first = crasher(key_groups)
     logs = [first.crash_at(CrashPoint.SINK, 2).log, first.crash_at(CrashPoint.GROUP, key_groups).log]
     assert first.crash_and_lose_sparks_checkpoint(tmp_path / "ck", [(CrashPoint.CLOCK, 2), (CrashPoint.SINK, 1)]) == 2
     final = crasher(fewer).run()
     assert final.returncode == 0, final.log
     logs.append(final.log)
-    assert all("[persistent] messages fold before the shuffle (a MonoidTask)" in log for log in logs)
+    assert all(way in log for log in logs)
     assert "recovery path A" in logs[1] and "recovery path B" in final.log, f"seed {first.seed}"
     assert f"from {key_groups} to {fewer} key groups" in final.log
     return first.seed

@@ -11,7 +11,7 @@ import pytest
 
 from crash_harness import Crasher
 from persistent.core.faults import CrashPoint
-from test_crash import assert_clock_names_durable_checkpoints, kill_folded_on_paths_a_and_b_then_rescale
+from test_crash import FOLDS, assert_clock_names_durable_checkpoints, kill_on_paths_a_and_b_then_rescale
 from test_window_average import assert_windows_equal_pandas
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
@@ -68,6 +68,6 @@ def test_folded_windows_across_kills_on_path_a_path_b_and_a_rescale_are_exact(tm
         args[args.index("--key-groups") + 1] = str(key_groups)
         return Crasher("window_average", args, tmp_path, standby=False)
 
-    kill_folded_on_paths_a_and_b_then_rescale(crasher, 3, 2, tmp_path)
+    kill_on_paths_a_and_b_then_rescale(crasher, 3, 2, tmp_path, FOLDS)
     assert_windows_equal_pandas(tmp_path / "out.db", TOTAL, KEYS, SIZE, STEP)
     assert_clock_names_durable_checkpoints(tmp_path)
