@@ -27,7 +27,7 @@
 // A task whose messages do not fold (its values come from Python) still need not send
 // each message through Spark's shuffle, sort and Arrow conversion one row at a time:
 // `PackPerGroup` writes each key group's messages of a partition into one Arrow stream,
-// which crosses the shuffle as one row (persistent.runtime.packing).
+// which crosses the shuffle as one row (persistent.runtime.fold.packed).
 //
 // The runtime compiles this file with the Scala compiler in pyspark's own jars, against
 // the Spark it runs on, and loads it into the running session (no restart, no setting).
