@@ -149,6 +149,15 @@ object Added {
   def output(input: Seq[Attribute], kept: Seq[Attribute]): Seq[Attribute] = input.map { attribute =>
     if (kept.exists(_.exprId == attribute.exprId)) attribute else attribute.withNullability(true)
   }
+
+  /** The columns `output` of an added row, projected from a row of the columns `bound`
+    * (in their order): every other column is its value in `rows`. */
+  def row(output: Seq[Attribute], bound: Seq[Attribute], rows: Map[String, Expression]): Seq[Expression] =
+    output.map { attribute =>
+      val at = bound.indexWhere(_.exprId == attribute.exprId)
+      if (at >= 0) BoundReference(at, attribute.dataType, nullable = false)
+      else Cast(rows(attribute.name), attribute.dataType, Some("UTC"))
+    }
 }
 
 case class NewestPerGroupExec(kind: Attribute, message: Int, group: Attribute, time: Attribute, groups: Int,
@@ -158,15 +167,8 @@ case class NewestPerGroupExec(kind: Attribute, message: Int, group: Attribute, t
 
   override protected def doExecute(): RDD[InternalRow] = {
     val Seq(kindAt, timeAt) = Seq(kind, time).map(a => child.output.indexWhere(_.exprId == a.exprId))
-    // A key group's row, of (group, time): those two bound, every other column a value.
-    val columns = output.map { attribute =>
-      val value =
-        if (attribute.exprId == group.exprId) BoundReference(0, IntegerType, nullable = false)
-        else if (attribute.exprId == time.exprId) BoundReference(1, LongType, nullable = false)
-        else rows(attribute.name)
-      Cast(value, attribute.dataType, Some("UTC"))
-    }
-    val (count, messageKind) = (groups, message.toByte)
+    // A key group's row, of (group, time).
+    val (added, count, messageKind) = (Added.row(output, Seq(group, time), rows), groups, message.toByte)
     child.execute().mapPartitionsInternal { input =>
       var seen = false
       var greatest = Long.MinValue
@@ -180,7 +182,7 @@ case class NewestPerGroupExec(kind: Attribute, message: Int, group: Attribute, t
       passed ++ {
         if (!seen) Iterator.empty
         else {
-          val project = UnsafeProjection.create(columns)
+          val project = UnsafeProjection.create(added)
           (0 until count).iterator.map(grp => project(InternalRow(grp, greatest)).copy())
         }
       }
@@ -249,20 +251,16 @@ case class PackPerGroupExec(kind: Attribute, message: Int, group: Attribute, par
     val Seq(kindAt, groupAt, partAt) = Seq(kind, group, part).map(a => input.indexWhere(_.exprId == a.exprId))
     val schema = StructType(columns.map(c => StructField(c.name, c.dataType, c.nullable)))
     val timeZone = conf.sessionLocalTimeZone
-    // A pack's row, of (group, part, packed, seq): those bound, every other column a value.
-    val bound = Seq(group -> IntegerType, part -> IntegerType, packed -> BinaryType, seq -> IntegerType)
-    val out = output.map { attribute =>
-      val at = bound.indexWhere(_._1.exprId == attribute.exprId)
-      if (at >= 0) BoundReference(at, bound(at)._2, nullable = false)
-      else Cast(rows(attribute.name), attribute.dataType, Some("UTC"))
-    }
+    // A pack's row, of (group, part, packed, seq).
+    val added = Added.row(output, Seq(group, part, packed, seq), rows)
     val (limit, messageKind, cols) = (most, message.toByte, columns)
     child.execute().mapPartitionsInternal { rowsIn =>
       // The packed columns, or the row itself when they are its first (ArrowWriter reads
       // as many columns as it writes, from the first).
-      val picks = UnsafeProjection.create(cols, input)
-      val first = cols.map(c => input.indexWhere(_.exprId == c.exprId)) == cols.indices
-      val project = UnsafeProjection.create(out)
+      val picks: InternalRow => InternalRow =
+        if (cols.map(c => input.indexWhere(_.exprId == c.exprId)) == cols.indices) identity
+        else UnsafeProjection.create(cols, input)
+      val project = UnsafeProjection.create(added)
       // Another row, with a null pack.
       val passed = UnsafeProjection.create(input ++ Seq(Literal(null, BinaryType), Literal(null, IntegerType)), input)
       val packs = mutable.LinkedHashMap[Int, Pack]()
@@ -293,7 +291,7 @@ case class PackPerGroupExec(kind: Attribute, message: Int, group: Attribute, par
                 val grp = row.getInt(groupAt)
                 source = row.getInt(partAt)
                 val pack = packs.getOrElseUpdate(grp, new Pack(schema, timeZone))
-                pack.add(if (first) row else picks(row))
+                pack.add(picks(row))
                 if (pack.count >= limit) ready = taken(grp, pack)
               }
             }
