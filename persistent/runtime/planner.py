@@ -66,7 +66,6 @@ from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
 from persistent.core.errors import JobDirectoryInUseError, RestartRefusedError
-from persistent.core.task import MonoidTask
 from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
@@ -237,8 +236,7 @@ class Plan:
             job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         reports = spark.sparkContext.accumulator({}, Reports())
         messages = self._messages(spark, recovery.floor_ms, storage)
-        fold = self._fold(messages, unloaded)
-        packs = fold is None and self._packs(messages, unloaded)
+        fold, packs = self._crossing(messages, unloaded)
         results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
@@ -310,38 +308,26 @@ class Plan:
         types = {c.name: c.dataType for c in prepared.schema}
         return prepared.unionByName(raw.where(F.col(BAD_RECORD_COLUMN).isNotNull()).select(*marked_columns(types)))
 
-    @property
-    def _may_checkpoint_early(self) -> bool:
-        return self.checkpoints and not self.watermark_acts_alone
-
-    def _fold(self, messages, unloaded: str | None) -> Fold | None:
-        """How the job folds its messages before the shuffle (``persistent.runtime.fold``),
-        if it does, with Spark's half loaded (else ``unloaded`` says why not); a
-        ``MonoidTask``'s job says which way it runs."""
-        if not isinstance(self.job.task, MonoidTask):
-            return None
-        fold, why = fold_of(self.job.task, messages.schema[VALUE].dataType.simpleString())
-        if fold is not None and unloaded:
-            fold, why = None, f"every message crosses the shuffle: {unloaded}"
+    def _crossing(self, messages, unloaded: str | None) -> tuple[Fold | None, bool]:
+        """How the job's messages cross the shuffle (``persistent.runtime.fold``): folded
+        (the fold), else packed per key group (True), else each as a row; folded or packed
+        with Spark's half loaded (else ``unloaded`` says why not). The job says which way."""
+        key_type, value_type = (messages.schema[name].dataType.simpleString() for name in (KEY, VALUE))
+        fold, why = fold_of(self.job.task, value_type)
+        packs = False
+        if fold is None:
+            packs, why = pack_of(key_type, value_type)
+        if unloaded and (fold is not None or packs):
+            fold, packs, why = None, False, f"every message crosses the shuffle as a row: {unloaded}"
         stderr.line(f"[persistent] {why}")
-        return fold
-
-    def _packs(self, messages, unloaded: str | None) -> bool:
-        """Whether the job, whose messages do not fold, packs them before the shuffle
-        (``persistent.runtime.fold.packed``) with Spark's half loaded (else ``unloaded``
-        says why not); it says which way it runs."""
-        packs, why = pack_of(*(messages.schema[name].dataType.simpleString() for name in (KEY, VALUE)))
-        if packs and unloaded:
-            packs, why = False, f"every message crosses the shuffle as a row: {unloaded}"
-        stderr.line(f"[persistent] {why}")
-        return packs
+        return fold, packs
 
     def _checkpoints_early(self, unloaded: str | None) -> bool:
         """Whether the key groups checkpoint at the next micro-batch's watermark
         (``persistent.runtime.stateful.group_function``): a job with checkpoints whose
         state the watermark alone does not change, with Spark's half loaded (else
         ``unloaded`` says why not; it sends the groups the micro-batch's newest event time)."""
-        if not self._may_checkpoint_early:
+        if not self.checkpoints or self.watermark_acts_alone:
             return False
         if unloaded:
             stderr.line(f"[persistent] key groups checkpoint at each micro-batch's own watermark: {unloaded}")
