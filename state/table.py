@@ -464,7 +464,7 @@ class KeyedTable:
         # one and keeps its code (a non-commutative monoid's rows are in bucket order
         # already, and stay so), so no key of a table of millions is hashed again.
         codes = self._key_codes()
-        changed = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
+        changed = np.zeros(len(codes), dtype=bool)  # codes count from 0
         changed[codes[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]] = True
         self.seal(timestamp_ms)
         rows = (self.buckets == COMMITTED) & changed[self._codes]

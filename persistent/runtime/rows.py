@@ -439,8 +439,8 @@ def _unpacked(columns: dict, chunks: list[pd.DataFrame]) -> dict:
     table = pa.concat_tables(tables)
     # pandas reads the packed columns' types (``fold.PACKS``) as PySpark converts a row's.
     messages = {name: table.column(name).to_pandas().to_numpy() for name in MESSAGE_COLUMNS}
-    messages[KIND] = np.full(table.num_rows, Kind.MESSAGE, dtype=columns[KIND].dtype)
-    messages[BAD_RECORD_COLUMN] = np.full(table.num_rows, None, dtype=object)
+    messages[KIND] = np.full(table.num_rows, Kind.MESSAGE)
+    messages[BAD_RECORD_COLUMN] = np.full(table.num_rows, None)
     messages[PART] = np.repeat(parts[order], [t.num_rows for t in tables])
     others = ~packs
     return {name: np.concatenate([column[others], messages[name]]) for name, column in columns.items()}
