@@ -574,8 +574,6 @@ class MiniHdfs(_JavaServer):
 
 
 if __name__ == "__main__":  # `make test` fetches before the tests run: one sentence if it cannot
-    import sys
-
     try:
         fetch()
     except ServersUnavailable as unavailable:

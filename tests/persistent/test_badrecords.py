@@ -92,7 +92,7 @@ messages_with_bad_values = st.lists(
 
 @pytest.mark.parametrize("task", [ParseSum(), ParseSumPerMessage(), WindowedParseSum()], ids=type)
 @given(messages=messages_with_bad_values)
-@settings(max_examples=examples(30), deadline=None)
+@settings(max_examples=examples(30))
 def test_dead_lettered_messages_leave_the_state_of_a_run_without_them(task, messages):
     messages = sorted(messages, key=lambda m: m[1])
     with_bad = TaskTester(task, checkpoint_interval_ms=100, bad_records=BadRecords.DEAD_LETTER)

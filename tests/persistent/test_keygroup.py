@@ -73,7 +73,7 @@ def totals(results: list[pd.DataFrame]) -> dict:
 
 
 @given(messages_strategy)
-@settings(max_examples=examples(40), deadline=None)
+@settings(max_examples=examples(40))
 def test_per_message_and_vectorized_tasks_give_the_same_counts(messages):
     results = []
     for task in (PerMessageCount(), VectorizedCount()):
@@ -86,7 +86,7 @@ def test_per_message_and_vectorized_tasks_give_the_same_counts(messages):
 
 
 @given(messages_strategy, st.integers(1, 4))
-@settings(max_examples=examples(40), deadline=None)
+@settings(max_examples=examples(40))
 def test_restore_from_a_checkpoint_and_replay_equals_an_uninterrupted_run(messages, cut):
     ordered = sorted(messages, key=lambda m: m[1])
     clean = TaskTester(WindowSum(), checkpoint_interval_ms=100)
@@ -117,7 +117,7 @@ def test_a_message_that_bridges_two_sessions_merges_them_and_the_watermark_close
 
 
 @given(messages_strategy, st.integers(1, 4), st.integers(0, 3))
-@settings(max_examples=examples(40), deadline=None)
+@settings(max_examples=examples(40))
 def test_sessions_restored_from_a_checkpoint_and_replayed_equal_an_uninterrupted_run(messages, cut, batches):
     ordered = sorted(messages, key=lambda m: m[1])
 
@@ -239,7 +239,7 @@ def test_an_idle_group_checkpoints_from_the_watermark_alone():
 
 
 @given(messages_strategy)
-@settings(max_examples=examples(30), deadline=None)
+@settings(max_examples=examples(30))
 def test_a_group_without_checkpoints_gives_the_same_results_and_no_checkpoint_bytes(messages):
     ordered = pd.DataFrame(sorted(messages, key=lambda m: m[1]), columns=["key", "timestamp", "value"])
     groups = {taken: KeyGroup(WindowSum(), 100) for taken in (True, False)}
@@ -279,7 +279,7 @@ def test_a_key_ttl_behind_the_watermark_stays_and_one_more_ms_expires_without_a_
     st.integers(1, 250),
     st.integers(0, 4),
 )
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(60))
 def test_a_group_restored_from_a_checkpoint_expires_the_same_keys_as_an_uninterrupted_run(messages, steps, ttl, crash):
     watermarks = np.cumsum(steps).tolist()  # not on checkpoint boundaries
     batches = [[m for m in messages if low <= m[1] < high] for low, high in zip([0, *watermarks], watermarks)]
@@ -358,7 +358,7 @@ def test_a_message_more_than_ttl_after_its_keys_previous_one_starts_from_zero_in
     st.integers(1, 400),
     st.data(),
 )
-@settings(max_examples=examples(100), deadline=None)
+@settings(max_examples=examples(100))
 def test_with_ttl_the_results_do_not_depend_on_how_the_messages_are_batched(messages, ttl, data):
     """Messages in time order, cut into micro-batches at random; each batch runs at the
     watermark of the batches before it (the newest event time they held)."""
@@ -508,7 +508,7 @@ def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: Chec
 
 @pytest.mark.parametrize("task", [VectorizedCount(), WindowSum(), SessionCount()], ids=["count", "window", "session"])
 @given(messages_strategy, st.lists(st.integers(0, 60), min_size=1, max_size=6))
-@settings(max_examples=examples(40), deadline=None)
+@settings(max_examples=examples(40))
 def test_a_state_that_follows_its_checkpoint_gives_the_results_of_a_whole_state(task, messages, cuts):
     # In the order drawn: batches after the watermark has passed some of their messages have late ones.
     bounds = [0, *sorted(cuts), len(messages)]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from spark_groups import frame, marked, packed, spark_rows, unpacked
 
@@ -46,7 +46,6 @@ def test_the_newest_rows_give_the_micro_batchs_newest_event_time_and_no_message(
     assert (decode([newest(7)]).count, decode([newest(7)]).batch_newest_ms) == (0, 7)
 
 
-@settings(deadline=None)
 @given(st.data())
 def test_packed_messages_decode_as_their_rows_do_whatever_the_packs_cuts_and_order(data):
     """Each source partition's messages of a group come in packs of any sizes (in their

@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from spark_groups import Accumulator, GroupState, frame, marked, rows, spark_rows
 from test_keygroup import VectorizedCount
@@ -198,7 +198,6 @@ def outputs(rows) -> list[dict[str, list]]:
     return [{name: column[0].tolist() for name, column in row.items()} for row in rows]
 
 
-@settings(deadline=None)
 @given(st.data())
 def test_a_groups_rows_in_chunks_and_any_order_of_partitions_give_what_they_give_in_one_frame(data):
     """Spark hands a key group's rows over in Arrow batches of at most

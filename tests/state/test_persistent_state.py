@@ -297,7 +297,7 @@ def brute_force(stream, window: Window, interval: int):
     return windows, late
 
 
-@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(WINDOWS), st.sampled_from(INTERVALS), events)
 def test_window_results_equal_a_brute_force_computation(window, interval, events_):
     stream = absolute(events_)
@@ -318,7 +318,7 @@ def rows(data: bytes, window: Window, interval: int) -> list:
     return sorted(zip(table.buckets.tolist(), table.values.tolist()))
 
 
-@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(WINDOWS), st.sampled_from(INTERVALS), events, st.data())
 def test_recover_and_replay_from_a_checkpoint_gives_the_same_later_windows(window, interval, events_, data):
     """The exactly-once property: recovering the checkpoint at ``T`` and replaying the

@@ -191,7 +191,7 @@ def stream(table: SessionTable, messages, cuts, start_ms=0) -> tuple[set, dict]:
     return emitted, taken
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(150))
 @given(messages_strategy, st.lists(st.integers(0, 60), max_size=8), st.sampled_from([10, 30, 250]))
 def test_sessions_emitted_over_a_stream_equal_the_model(messages, cuts, gap):
     table = session_table(gap=gap)
@@ -202,7 +202,7 @@ def test_sessions_emitted_over_a_stream_equal_the_model(messages, cuts, gap):
     assert len(table.open_windows()) == 0
 
 
-@settings(max_examples=examples(100), deadline=None)
+@settings(max_examples=examples(100))
 @given(messages_strategy, st.lists(st.integers(0, 60), max_size=8), st.sampled_from([10, 30, 250]))
 def test_a_restore_from_any_checkpoint_then_the_messages_from_it_on_emits_what_the_first_run_did(
     messages, cuts, gap

@@ -201,7 +201,6 @@ class StoresMachine(RuleBasedStateMachine):
 StoresMachine.TestCase.settings = settings(
     max_examples=examples(50),
     stateful_step_count=30,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_stores_agree_with_a_model_through_crashes_and_rewinds = StoresMachine.TestCase

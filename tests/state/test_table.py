@@ -196,7 +196,7 @@ value_strategies = {
 }
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(sorted(key_strategies)),
     st.sampled_from(sorted(value_strategies)),
@@ -460,7 +460,7 @@ messages_strategy = st.lists(
 )
 
 
-@settings(max_examples=examples(100), deadline=None)
+@settings(max_examples=examples(100))
 @given(messages_strategy, st.integers(1, 10), st.data())
 def test_checkpoint_recover_and_replay_equals_the_uninterrupted_table(messages, boundary, data):
     t = boundary * INTERVAL
@@ -483,7 +483,7 @@ def test_checkpoint_recover_and_replay_equals_the_uninterrupted_table(messages, 
     assert totals(original) == scalar_folds(Sum(), on_time)
 
 
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(60))
 @given(messages_strategy, st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
 def test_a_chain_of_checkpoints_recovers_from_any_of_them(messages, steps, data):
     """Checkpoints at growing boundaries while messages arrive; recovering any one and
@@ -523,7 +523,7 @@ def test_a_chain_of_checkpoints_recovers_from_any_of_them(messages, steps, data)
             assert totals(again) == totals(first), u
 
 
-@settings(max_examples=examples(100), deadline=None)
+@settings(max_examples=examples(100))
 @given(messages_strategy, st.lists(st.integers(1, 4), min_size=2, max_size=5), st.data())
 def test_checkpoints_as_changes_rolled_forward_equal_the_whole_checkpoints(messages, steps, data):
     """A table that checkpoints its changes, and a twin that checkpoints whole, over the
@@ -1038,7 +1038,7 @@ def test_a_table_without_ttl_never_expires():
     st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 60), st.integers(0, 9)), max_size=40),
     st.integers(1, 400),
 )
-@settings(max_examples=examples(60), deadline=None)
+@settings(max_examples=examples(60))
 def test_expiry_with_checkpoints_between_equals_a_per_key_model(steps, ttl):
     """Each step sends one message per key listed, then advances the watermark by 100 ms;
     a message more than ``ttl`` after its key's newest one starts the key from zero."""
@@ -1237,7 +1237,7 @@ _operations = st.lists(
 )
 
 
-@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(_tables())), st.sampled_from(["str", "int", "decoded"]), _operations)
 def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind, keys, operations):
     """After any operations, a table's codes are those of its keys, and each operation

@@ -188,7 +188,7 @@ windows = st.integers(1, 1000).flatmap(lambda size: st.tuples(st.just(size), st.
 times = st.integers(0, 10**7)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(windows, times)
 def test_a_time_lies_in_every_window_of_starts_containing_and_in_no_other(size_step, ts):
     size, step = size_step
@@ -203,7 +203,7 @@ def test_a_time_lies_in_every_window_of_starts_containing_and_in_no_other(size_s
     assert list(window.starts_containing(ts)) == sorted(starts)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(windows, times, st.integers(0, 5000))
 def test_starts_closing_are_exactly_the_windows_ending_in_the_watermark_range(size_step, after, advance):
     size, step = size_step
@@ -216,7 +216,7 @@ def test_starts_closing_are_exactly_the_windows_ending_in_the_watermark_range(si
     assert closing <= set(near)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(300))
 @given(windows, times)
 def test_oldest_open_start_is_the_first_window_the_watermark_has_not_closed(size_step, watermark):
     size, step = size_step
@@ -229,7 +229,7 @@ def test_oldest_open_start_is_the_first_window_the_watermark_has_not_closed(size
     assert window.starts_closing(0, watermark) == range(0, oldest, step)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(200))
 @given(windows, st.integers(1, 10**6))
 def test_panes_tile_every_window_and_every_checkpoint_interval(size_step, interval):
     size, step = size_step
