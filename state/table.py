@@ -467,7 +467,7 @@ class KeyedTable:
         changed = np.zeros(len(codes), dtype=bool)  # codes count from 0
         changed[codes[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]] = True
         self.seal(timestamp_ms)
-        rows = (self.buckets == COMMITTED) & changed[self._codes]
+        rows = (self.buckets == COMMITTED) & changed[self._key_codes()]
         self.chain_rows += int(rows.sum())
         return self._encode(rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
