@@ -16,6 +16,7 @@ its test (``stop_standbys``, an autouse fixture of ``conftest``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -251,8 +252,9 @@ class Crasher:
         if executor is None:
             self._finish(process, log, kill=True)
             raise AssertionError(f"process {worker} at {point} runs in no executor: is the master local-cluster?")
-        for pid in (executor, worker):
-            os.kill(pid, signal.SIGKILL)
+        os.kill(executor, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may end with its executor first
+            os.kill(worker, signal.SIGKILL)
         return self._to_the_end(process, log, timeout_s)
 
     def _wait(self, process: subprocess.Popen, log: Path, condition, timeout_s: float) -> bool:
