@@ -73,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input",
                    help="directory of text files: a local path, or a file://, hdfs://, s3:// or gs:// URI (new files are "
-                        "taken in name order; a file once read must not change)")
+                        "taken in the order they were written; a file once read must not change)")
     p.add_argument("--files-per-batch", type=int, default=1, help="files read per micro-batch")
     add_kafka_options(p)
     add_job_options(p)

@@ -3,9 +3,12 @@ system of ``persistent.storage.filesystems`` (a local path, ``file://``, ``hdfs:
 over WebHDFS, ``webhdfs://``, ``s3://``, ``gs://``).
 
 The driver lists the directory, the executors read the files (names starting with
-``.`` or ``_`` are not input). New files are taken in name order into the job's log
-of files (``persistent.storage.files_log``): a file read is never read again,
-whatever sorts before it later, and a read file that changes is refused. Line ``n``
+``.`` or ``_`` are not input). New files are taken into the job's log of files
+(``persistent.storage.files_log``) in the order they were written (modification time,
+then name), as a run that kept up with them would have read them, so a backlog of
+several producers' files after a stop is read as they were written, not one producer's
+after another's: a file read is never read again, whatever sorts before it later, and
+a read file that changes is refused. Line ``n``
 (from 0) of the ``f``-th text file taken has event time ``f * FILE_SPAN_MS + n + 1``;
 JSON lines and Parquet rows carry their time in a field. Every text line is a
 message (bytes that are not UTF-8 read as U+FFFD). A JSON line or Parquet row that
@@ -238,11 +241,13 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [_Files(index, (path,)) for index, path in log.needed(start["files"], end["files"], present)]
 
     def _take(self, log: FilesLog, present: dict[str, FileStatus], upto: int | None) -> None:
-        """Takes files of ``present`` the log does not know, in name order, until it
-        holds ``upto`` files (None: all). (A job directory written before the log
-        existed has positions in today's listing: this takes its files as they are.)"""
-        new = sorted(n for n in present if not log.knows(n) and (self.target is None or n in self.target))
-        log.take([present[n] for n in new[: None if upto is None else max(0, upto - len(log))]])
+        """Takes files of ``present`` the log does not know, in the order they were
+        written (``_written``), until it holds ``upto`` files (None: all). (A job
+        directory written before the log existed has positions in today's listing: this
+        takes its files as they are.)"""
+        new = sorted((f for n, f in present.items() if not log.knows(n) and (self.target is None or n in self.target)),
+                     key=_written)
+        log.take(new[: None if upto is None else max(0, upto - len(log))])
 
     def read(self, partition: _Files):
         file_format = FileFormat(self.options["file_format"])
@@ -256,6 +261,11 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     yield from _jsonl_messages(path, file, key_field, time_field)
                 else:
                     yield from _parquet_messages(path, file, key_field, time_field)
+
+
+def _written(file: FileStatus) -> tuple[int, str]:
+    """The order files were written in: by modification time, then name."""
+    return file.mtime_ns, file.name
 
 
 def _text(file: BinaryIO, errors: str) -> io.TextIOWrapper:

@@ -72,6 +72,34 @@ def test_json_lines_whose_files_share_their_boundary_time_are_all_counted(spark,
     assert sum(p.rows for p in progress) == 8 and sum(p.late for p in progress) == 0
 
 
+def test_files_written_while_the_job_was_stopped_are_read_in_the_order_they_were_written(spark, tmp_path):
+    import os
+
+    from persistent import FilesSource
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+
+    def write(name: str, first_ms: int, written_s: int) -> None:
+        _write_lines(inputs / name, list(range(first_ms, first_ms + 100)))
+        os.utime(inputs / name, (written_s, written_s))
+
+    # Two producers each write a file of 100 ms at a time; a file a micro-batch, the
+    # watermark delay of a file's span keeps the other producer's file in order.
+    write("p-1.jsonl", 1, 1_000)
+    write("q-1.jsonl", 1, 1_001)
+    source = FilesSource(str(inputs), file_format="jsonl", max_files_per_batch=1)
+    _count_job(tmp_path, source, watermark_delay_ms=100)[0].run(spark)
+    # They went on while the job was stopped; by name, p-3 sorts before q-2.
+    write("p-2.jsonl", 101, 1_002)
+    write("q-2.jsonl", 101, 1_003)
+    write("p-3.jsonl", 201, 1_004)
+    job, progress = _count_job(tmp_path, source, watermark_delay_ms=100)
+    job.run(spark)
+    assert _counts(tmp_path) == {"k0": 250, "k1": 250}
+    assert sum(p.late for p in progress) == 0
+
+
 def test_messages_behind_the_watermark_are_counted_as_late(spark, tmp_path):
     from persistent import FilesSource
 
