@@ -29,7 +29,10 @@ this order:
 5. **retention**: the reporting groups drop the checkpoints no clock may rewind to, and
    the job directory the rewind positions;
 6. **progress**: the batch's ``BatchProgress`` goes to ``DIR/progress/``, then to the
-   listeners (the metrics, ``Job.on_progress``).
+   listeners (the metrics, ``Job.on_progress``). It holds the job's watermark for the
+   next micro-batch, as the key groups report it (``GroupReport.next_watermark_ms``),
+   which ``watermark_ms`` hands that micro-batch, also when Spark replays it after a
+   restart (path A).
 
 The key groups wrote their checkpoints before they reported them, so the clock names
 durable checkpoints only, and everything it covers has reached the sink. The crash
@@ -54,6 +57,7 @@ from persistent.core.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
+from persistent.runtime.rows import group_watermark_ms
 from persistent.sinks.base import BatchId, Sink
 from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from persistent.storage.records import BatchProgress, RewindPositions
@@ -111,18 +115,40 @@ class Commit:
     #: every checkpoint is whole. Always named: retention that is not told would break
     #: the chains it keeps.
     whole_every_ms: int | None = field(kw_only=True)
+    #: Whether the key groups run with the job's watermark (``watermark_ms``), which they
+    #: compute from every source partition's newest event time, else with Spark's.
+    job_watermark: bool = field(default=False, kw_only=True)
     #: Per key group, the whole checkpoint each checkpoint it wrote in this run starts its
     #: chain at (``GroupReport.whole_ms``), from the oldest one retention may keep on;
     #: ``dataclasses.replace`` hands the same record on.
     wholes: dict[int, dict[int, int]] = field(default_factory=dict, kw_only=True, repr=False, compare=False)
+    #: The job's watermark of the micro-batch to commit next, by its id.
+    watermarks: dict[int, int] = field(default_factory=dict, kw_only=True, repr=False, compare=False)
 
     @property
     def sink_computes(self) -> bool:
         """Whether the sink's write computes each micro-batch (step 1 of the module docstring)."""
         return self.sink.reads_once and self.delivery is not Delivery.AT_MOST_ONCE
 
+    def watermark_ms(self, batch_id: int) -> int | None:
+        """The job's watermark in Spark's micro-batch ``batch_id``, for its tasks; None for
+        a job whose groups run with Spark's. It follows from the micro-batch before it
+        (its progress record); the first of a generation, and one whose predecessor ran
+        with Spark's watermark, run with Spark's (its offset log's)."""
+        if not self.job_watermark:
+            return None
+        if batch_id not in self.watermarks:
+            before = self.directory.read_batch_progress(self.recovery.generation, batch_id - 1) if batch_id else None
+            if before is not None and before.next_watermark_ms is not None:
+                self.watermarks[batch_id] = before.next_watermark_ms
+            else:
+                spark_ms = self.directory.spark_log.watermark_ms(batch_id)
+                self.watermarks[batch_id] = group_watermark_ms(spark_ms, self.recovery.floor_ms)
+        return self.watermarks[batch_id]
+
     def __call__(self, batch_id: int, micro_batch: MicroBatch) -> BatchProgress:
         """Computes and commits Spark's micro-batch ``batch_id``; returns its progress."""
+        watermark_ms = self.watermark_ms(batch_id)
         started = self.timer.monotonic()
         batch = BatchId(self.recovery.generation, batch_id)
         with self._failing_on_bad_records(batch):
@@ -145,6 +171,9 @@ class Commit:
         clock_ms = self._advance_clock(checkpoints, batch) if self.checkpoints else None
         if checkpoints:
             self._retain(checkpoints)
+        next_ms = None
+        if watermark_ms is not None:
+            next_ms = max([watermark_ms] + [r.next_watermark_ms for r in reports if r.next_watermark_ms is not None])
         ended = self.timer.monotonic()
         progress = BatchProgress(
             generation=batch.generation,
@@ -156,7 +185,8 @@ class Commit:
             checkpoints=len(checkpoints),
             clock_ms=clock_ms,
             seconds=ended - started,
-            watermark_ms=max((r.watermark_ms for r in reports), default=0),
+            watermark_ms=max((r.watermark_ms for r in reports), default=0) if watermark_ms is None else watermark_ms,
+            next_watermark_ms=next_ms,
             finished_at_ms=int(self.timer.time() * 1000),
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
@@ -168,6 +198,9 @@ class Commit:
             partials=sum(r.partials for r in reports),
         )
         self.directory.record_progress(progress)
+        self.watermarks.clear()
+        if next_ms is not None:
+            self.watermarks[batch_id + 1] = next_ms
         for listener in self.listeners:
             listener(progress)
         crash_point(CrashPoint.COMMITTED)

@@ -32,12 +32,20 @@ Per micro-batch, inside Spark:
    durable, and no state bytes reach the driver: it collects reports of a few numbers
    per key group.
 
+The job's watermark is the least of the source partitions' newest event times, less
+the delay, never back: every task before the shuffle (one source partition) sends
+every group the newest event time it read (``persistent.runtime.fold.newest_per_group``),
+each group works out the next micro-batch's watermark from them and reports it, and
+the driver hands it to that micro-batch's tasks, recording it with the progress so
+that a replay runs with it again (``persistent.runtime.commit.Commit.watermark_ms``).
+A partition behind the others (after a restart, one that holds less to catch up on)
+so holds the watermark back, and no message of it is late for the order in which
+Spark reads the partitions. Spark's own watermark, the newest event time less the
+delay, only wakes the groups (event-time timeouts, micro-batches without data).
 Where the watermark alone changes no state (no windows, no ``ttl_ms``), a key group
-checkpoints at the next micro-batch's watermark instead of its own: every task before
-the shuffle sends every group the newest event time it read
-(``persistent.runtime.fold.newest_per_group``), from which that watermark follows. The
-last micro-batch with messages then takes the checkpoint a micro-batch without data
-would, and the query runs none (``Plan.watermark_acts_alone``).
+checkpoints at the next micro-batch's watermark instead of its own. The last
+micro-batch with messages then takes the checkpoint a micro-batch without data would,
+and the query runs none (``Plan.watermark_acts_alone``).
 
 A key group with no state in Spark's state store in a generation begun by path B
 reads its own checkpoint at the restore point (restore by reference), and every
@@ -79,7 +87,7 @@ from persistent.runtime.progress import ProgressBar, stderr
 from persistent.runtime.recovery import Recovery, RecoveryPath, state_partitions
 from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
-from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, KEY, KIND, TIMESTAMP, VALUE, group, group_watermark_ms,
+from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, TIMESTAMP, VALUE, group,
                                      heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.runtime.stopping import stopped
@@ -217,6 +225,9 @@ class Plan:
         directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
         unloaded = load_extension(spark)
+        if unloaded:
+            stderr.line(f"[persistent] the watermark is Spark's, which a source partition behind the others does "
+                        f"not hold back: {unloaded}")
         early = self._checkpoints_early(unloaded)
         wakes = self.wakes_idle_groups(early)
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
@@ -237,7 +248,8 @@ class Plan:
         reports = spark.sparkContext.accumulator({}, Reports())
         messages = self._messages(spark, recovery.floor_ms, storage)
         fold, packs = self._crossing(messages, unloaded)
-        results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs)
+        results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs,
+                                 reaches=unloaded is None)
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
         rewind_positions = (job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source)
@@ -246,7 +258,7 @@ class Plan:
             closing.append(rewind_positions)
         commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
                         self.checkpoints, listeners, rewind_positions=rewind_positions,
-                        whole_every_ms=whole_every_ms(job.checkpoint_interval_ms))
+                        whole_every_ms=whole_every_ms(job.checkpoint_interval_ms), job_watermark=unloaded is None)
         name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
         writer = results.writeStream.queryName(name).foreachBatch(
             _ForeachBatch(commit, reports, job.dead_letters, folds=fold is not None))
@@ -334,15 +346,17 @@ class Plan:
         return unloaded is None
 
     def _stateful(self, messages, recovery: Recovery, directory: JobDirectory, storage: JobStorage, reports,
-                  fold: Fold | None = None, early: bool = False, packs: bool = False):
+                  fold: Fold | None = None, early: bool = False, packs: bool = False, reaches: bool = False):
         """The key groups' rows, one per group with results or dead letters
         (``persistent.runtime.stateful.output_schema``); each group adds its
         ``GroupReport`` to the accumulator ``reports``. The groups' input is
         ``persistent.runtime.rows``: each message's row, a heartbeat's per group in
-        a generation's first micro-batch, and, ``early``, the newest event time of each
-        source partition's messages per group; the messages folded (``fold``) or
-        packed (``packs``) before the shuffle. Event-time timeouts wake the groups
-        without rows if the generation's query has them (``Recovery.timeouts``)."""
+        a generation's first micro-batch, and, where Spark's half ``reaches`` them, the
+        newest event time of each source partition's messages per group, from which
+        the groups follow the job's watermark (``early``: checkpoint at the next
+        micro-batch's); the messages folded (``fold``) or packed (``packs``) before the
+        shuffle. Event-time timeouts wake the groups without rows if the generation's
+        query has them (``Recovery.timeouts``)."""
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         job = self.job
@@ -356,7 +370,7 @@ class Plan:
             rows = rows.unionByName(heartbeats(messages.sparkSession, recovery, directory).select(
                 *heartbeat_columns(types)))
         rows = watermarked(rows, job.watermark_delay_ms)
-        if early:
+        if reaches:
             rows = newest_per_group(rows, recovery.key_groups)
         if fold is not None:
             rows = folded(rows, fold, recovery.floor_ms, bucket_ms(self.spec.window, job.checkpoint_interval_ms))
@@ -366,7 +380,7 @@ class Plan:
         function = group_function(
             job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
             self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
-            job.watermark_delay_ms if early else None, timeouts=recovery.timeouts,
+            job.watermark_delay_ms if reaches else None, early=early, timeouts=recovery.timeouts,
         )
         timeout = GroupStateTimeout.EventTimeTimeout if recovery.timeouts else GroupStateTimeout.NoTimeout
         return grouped.applyInPandasWithState(
@@ -458,12 +472,13 @@ class _ForeachBatch:
     def __call__(self, frame, batch_id: int) -> None:
         self.reports.value = {}
         context = frame.sparkSession.sparkContext
+        # What each key group takes for its watermark (run_group), for the tasks of the batch.
+        watermark_ms = self.commit.watermark_ms(batch_id)
+        if watermark_ms is not None:
+            context.setLocalProperty(JOB_WATERMARK_PROPERTY, str(watermark_ms))
         # Without the watermark no row folds: as Spark planned a micro-batch that passes its rows through.
         folds = self.folding is not None and context.getLocalProperty(FOLD_PROPERTY) != PASS
         if folds:
-            # What each key group takes for its watermark (run_group), for the tasks before the shuffle.
-            spark_ms = self.commit.directory.spark_log.watermark_ms(batch_id)
-            watermark_ms = group_watermark_ms(spark_ms, self.commit.recovery.floor_ms)
             context.setLocalProperty(WATERMARK_PROPERTY, str(watermark_ms))
         # The computing job fills Spark's cache (a row per key group): the dead letters,
         # and the sink when it did not compute the batch itself, read it.
@@ -479,6 +494,7 @@ class _ForeachBatch:
             raise
         finally:
             frame.unpersist()
+            context.setLocalProperty(JOB_WATERMARK_PROPERTY, None)
             if folds:
                 context.setLocalProperty(WATERMARK_PROPERTY, None)
         if self.folding is not None:

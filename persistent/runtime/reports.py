@@ -55,6 +55,10 @@ class GroupReport:
     #: they were folded into (``persistent.runtime.fold``).
     folded: int = 0
     partials: int = 0
+    #: The job's watermark in the next micro-batch, as the source partitions that read a
+    #: message in this one set it (``persistent.runtime.rows.next_watermark_ms``); None
+    #: where they did not say (no message, or a job that runs with Spark's watermark).
+    next_watermark_ms: int | None = None
 
 
 class Reports:

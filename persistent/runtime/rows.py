@@ -32,12 +32,17 @@ other row stands for ``count`` equal rows.
 (``persistent.runtime.layout``), and ``event_time`` a message's event time for
 Spark's watermark, nulled before the grouping (``watermarked``).
 
-The watermark: Spark's trails the job's by ``WATERMARK_LAG_MS``, so a message at the
-newest event time seen is in order (``docs/concepts.md``, "Late messages").
-``spark_delay`` sets Spark's, ``job_watermark_ms`` reads the job's,
-``group_watermark_ms`` the one a key group runs with, ``next_spark_watermark_ms`` the
-one Spark will give the next micro-batch, and ``timeout_ms`` wakes a group once the
-job's reaches a time.
+The watermark (``docs/concepts.md``, "Late messages"): the job's follows the least of
+the source partitions' newest event times, less the delay: a partition behind the
+others holds it back, so the order in which a restart reads the partitions makes no
+message late. Spark's, which follows the newest event time of any partition, only
+wakes the key groups (event-time timeouts, micro-batches without data); without
+Spark's half of the fold (``persistent.runtime.fold``) the groups run with it, which
+trails the newest event time read by ``WATERMARK_LAG_MS`` more than the job's delay, so
+that a message at that time is in order. ``spark_delay`` sets Spark's,
+``next_watermark_ms`` gives the job's next one, ``JOB_WATERMARK_PROPERTY`` carries it
+to the micro-batch's tasks, ``group_watermark_ms`` is the one a key group runs with,
+and ``timeout_ms`` wakes a group once the job's reaches a time.
 
 The Spark side imports pyspark inside its functions: a test of a task
 (``persistent.tools.testing``) needs none of it.
@@ -57,9 +62,10 @@ from persistent.core.badrecords import BAD_RECORD_COLUMN
 from persistent.core.task import MESSAGE_COLUMNS
 
 __all__ = ["Kind", "KEY", "TIMESTAMP", "VALUE", "KIND", "PART", "GROUP", "EVENT_TIME", "ARROW_BATCH_ROWS",
-           "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "message_columns", "kind", "group", "marked_columns",
-           "heartbeat_columns", "no_message_columns", "moving_time", "no_mark", "watermarked", "spark_delay",
-           "job_watermark_ms", "group_watermark_ms", "next_spark_watermark_ms", "timeout_ms", "FOLDED", "COUNT",
+           "MAX_EVENT_TIME_MS", "WATERMARK_LAG_MS", "JOB_WATERMARK_PROPERTY", "message_columns", "kind", "group",
+           "marked_columns", "heartbeat_columns", "no_message_columns", "moving_time", "no_mark", "watermarked",
+           "spark_delay", "job_watermark_ms", "next_watermark_ms", "given_watermark_ms", "group_watermark_ms",
+           "timeout_ms", "FOLDED", "COUNT",
            "EARLIEST", "PARTIAL", "PACKED", "PACKED_SEQ", "Marked", "Partials", "GroupRows", "decode"]
 
 KEY, TIMESTAMP, VALUE = MESSAGE_COLUMNS
@@ -89,8 +95,11 @@ PACKED_SEQ = "packed_seq"
 ARROW_BATCH_ROWS = 100_000
 #: The latest event time Spark's timestamps hold: 9999-12-31T23:59:59.999Z.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
-#: How far Spark's watermark trails the job's.
+#: How far Spark's watermark trails the newest event time read, beyond the job's delay.
 WATERMARK_LAG_MS = 1
+#: The local property of a micro-batch's jobs that carries the job's watermark to the
+#: key groups' tasks (``given_watermark_ms``).
+JOB_WATERMARK_PROPERTY = "persistent.job_watermark_ms"
 
 
 class Kind(IntEnum):
@@ -99,8 +108,8 @@ class Kind(IntEnum):
     MESSAGE = 0
     BAD_RECORD = 1
     HEARTBEAT = 2
-    #: The newest event time among the messages one task before the shuffle read, for
-    #: each key group (``persistent.runtime.fold.newest_per_group``).
+    #: The newest event time among the messages one task before the shuffle (one source
+    #: partition) read, for each key group (``persistent.runtime.fold.newest_per_group``).
     NEWEST = 3
     #: Messages packed before the shuffle (``persistent.runtime.fold.packed``).
     PACKED = 4
@@ -259,24 +268,36 @@ def spark_delay(delay_ms: int) -> str:
 
 
 def job_watermark_ms(spark_watermark_ms: int) -> int:
-    """The job's watermark, of which Spark's is ``spark_watermark_ms``: a message older
-    than it is late, one at it in order."""
+    """The watermark a message is late behind, of which Spark's is ``spark_watermark_ms``,
+    where the job runs with Spark's: a message older than it is late, one at it in order."""
     return spark_watermark_ms + WATERMARK_LAG_MS
 
 
-def next_spark_watermark_ms(spark_watermark_ms: int, newest_ms: int, delay_ms: int) -> int:
-    """Spark's watermark in the micro-batch after one that runs with ``spark_watermark_ms``
-    and whose messages' newest event time is ``newest_ms``, for the job's ``delay_ms``:
-    Spark moves it to the newest event time of a micro-batch's messages less its delay
-    (``spark_delay``), never back."""
-    return max(spark_watermark_ms, newest_ms - delay_ms - WATERMARK_LAG_MS)
+def next_watermark_ms(watermark_ms: int, reached_ms: int, delay_ms: int) -> int:
+    """The job's watermark in the micro-batch after one that runs with ``watermark_ms``
+    and in which every source partition that read a message reached event time
+    ``reached_ms`` (the least of their newest event times), for the job's ``delay_ms``;
+    never back. A partition that read nothing holds nothing back: it has nothing more
+    to read, or its records are not yet written."""
+    return max(watermark_ms, reached_ms - delay_ms)
 
 
-def group_watermark_ms(spark_watermark_ms: int, floor_ms: int) -> int:
-    """The watermark a key group runs with, of which Spark's is ``spark_watermark_ms``, in
-    a generation restored at ``floor_ms``: the job's, never before the restore point. A
-    folded job's tasks before the shuffle take the same (``persistent.runtime.fold``)."""
-    return max(job_watermark_ms(spark_watermark_ms), floor_ms)
+def given_watermark_ms() -> int | None:
+    """The job's watermark the driver gave the micro-batch of this Spark task
+    (``JOB_WATERMARK_PROPERTY``); None outside a task, or where the job runs with Spark's."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    given = context.getLocalProperty(JOB_WATERMARK_PROPERTY) if context is not None else None
+    return int(given) if given is not None else None
+
+
+def group_watermark_ms(spark_watermark_ms: int, floor_ms: int, given_ms: int | None = None) -> int:
+    """The watermark a key group runs with in a generation restored at ``floor_ms``: the
+    job's the driver gave (``given_ms``), else Spark's (``spark_watermark_ms``), never
+    before the restore point. A folded job's tasks before the shuffle take the same
+    (``persistent.runtime.fold``)."""
+    return max(job_watermark_ms(spark_watermark_ms) if given_ms is None else given_ms, floor_ms)
 
 
 def timeout_ms(watermark_ms: int) -> int:
@@ -325,9 +346,10 @@ class GroupRows:
     marked: Marked
     #: The messages folded before the shuffle, if the job folds.
     partials: Partials | None = None
-    #: The newest event time of the micro-batch's messages (``Kind.NEWEST``), if the job
-    #: sends it and the micro-batch has messages.
-    batch_newest_ms: int | None = None
+    #: The event time every source partition that read a message in this micro-batch
+    #: reached: the least of their newest event times (``Kind.NEWEST``), if the job sends
+    #: them and the micro-batch has messages.
+    batch_reached_ms: int | None = None
 
     @property
     def folded(self) -> int:
@@ -359,8 +381,8 @@ _READ = (KIND, *MESSAGE_COLUMNS, BAD_RECORD_COLUMN, PART)
 
 def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
     """A key group's rows from Spark's chunks of them (``applyInPandasWithState``),
-    without heartbeats, by kind, and the micro-batch's newest event time from its
-    ``Kind.NEWEST`` rows; with ``values`` (``persistent.runtime.fold.Fold.values``:
+    without heartbeats, by kind, and the event time the micro-batch's source partitions
+    all reached from its ``Kind.NEWEST`` rows (one per partition); with ``values`` (``persistent.runtime.fold.Fold.values``:
     the partial values' columns to a monoid column), the rows of a folded job, whose
     partials it returns apart and whose other rows it repeats as often as they count.
 
@@ -399,8 +421,8 @@ def decode(frames: Iterable[pd.DataFrame], values=None) -> GroupRows:
         if order is not None:
             marked = Marked(bad_times[order], marked.records[order])
     newest = kinds == Kind.NEWEST
-    batch_newest_ms = int(columns[TIMESTAMP][newest].max()) if newest.any() else None
-    return GroupRows(pd.DataFrame(frame, copy=False), marked, partials, batch_newest_ms)
+    batch_reached_ms = int(columns[TIMESTAMP][newest].min()) if newest.any() else None
+    return GroupRows(pd.DataFrame(frame, copy=False), marked, partials, batch_reached_ms)
 
 
 def _unfolded(columns: dict, chunks: list[pd.DataFrame], values) -> tuple[dict, Partials]:

@@ -31,7 +31,7 @@ from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
-from persistent.runtime.rows import decode, group_watermark_ms, next_spark_watermark_ms, timeout_ms
+from persistent.runtime.rows import decode, given_watermark_ms, group_watermark_ms, next_watermark_ms, timeout_ms
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
@@ -72,6 +72,7 @@ def group_function(
     fold: Fold | None = None,
     delay_ms: int | None = None,
     *,
+    early: bool = False,
     timeouts: bool,
 ):
     """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
@@ -80,13 +81,14 @@ def group_function(
     and ``late_records`` say; the state kept in Spark's state store if it ``carries``
     over to the next micro-batch; reports added to the accumulator ``reports``; with
     ``fold``, the rows of a job that folds its messages before the shuffle. With the
-    job's watermark ``delay_ms``, the rows carry the micro-batch's newest event time
-    (``persistent.runtime.fold.newest_per_group``) and a group checkpoints at the next
-    micro-batch's watermark (``rows.next_spark_watermark_ms``): every message before it
-    is in this micro-batch or late in the next. With ``timeouts`` (a query of
-    ``GroupStateTimeout.EventTimeTimeout``), a group sets the event-time timeout that
-    wakes it at its next boundary. Only these travel to the executors, not the job (its
-    source and sink stay on the driver)."""
+    job's watermark ``delay_ms``, the rows carry each source partition's newest event
+    time (``persistent.runtime.fold.newest_per_group``), a group runs with the job's
+    watermark the driver gives the micro-batch (``rows.given_watermark_ms``) and reports
+    the next micro-batch's (``rows.next_watermark_ms``); ``early``, it checkpoints at
+    that one: every message before it is in this micro-batch or late in the next. With
+    ``timeouts`` (a query of ``GroupStateTimeout.EventTimeTimeout``), a group sets the
+    event-time timeout that wakes it at its next boundary. Only these travel to the
+    executors, not the job (its source and sink stay on the driver)."""
     floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
 
     def run_group(key, frames, state):
@@ -106,7 +108,7 @@ def group_function(
         bad: list[str] = []
         late_output: list[str] = []
         spark_ms = state.getCurrentWatermarkMs()
-        watermark_ms = group_watermark_ms(spark_ms, floor_ms)
+        watermark_ms = group_watermark_ms(spark_ms, floor_ms, given_watermark_ms())
         if group.table.sealed_ms > watermark_ms:
             # A checkpoint taken a micro-batch early at a watermark Spark did not then give:
             # messages between the two are on time here but missing from the checkpoint.
@@ -128,9 +130,10 @@ def group_function(
                 # sink writes any of its results; the driver reads the record from the directory.
                 storage.directory().record_failing_record(grp, exc.record)
                 raise
-        advance_ms = watermark_ms
-        if delay_ms is not None and rows.batch_newest_ms is not None:
-            advance_ms = group_watermark_ms(next_spark_watermark_ms(spark_ms, rows.batch_newest_ms, delay_ms), floor_ms)
+        next_ms = None
+        if delay_ms is not None and rows.batch_reached_ms is not None:
+            next_ms = next_watermark_ms(watermark_ms, rows.batch_reached_ms, delay_ms)
+        advance_ms = next_ms if early and next_ms is not None else watermark_ms
         results, checkpoint = group.advance(advance_ms, checkpoints)
         written, writing_s = Written(0, 0), 0.0
         if checkpoint:
@@ -145,7 +148,9 @@ def group_function(
             state.update((encoded,))
             crash_point(CrashPoint.GROUP)
             if timeouts:  # wake this group when the watermark reaches its next boundary, even with no input
-                state.setTimeoutTimestamp(timeout_ms(boundary_after(advance_ms, interval_ms)))
+                # Spark's watermark, ahead of the job's while a partition is behind, fires it
+                # early, and takes no timeout before it: the group then wakes as it moves on.
+                state.setTimeoutTimestamp(max(timeout_ms(boundary_after(advance_ms, interval_ms)), spark_ms))
         reports.add({grp: GroupReport(
             grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
@@ -153,7 +158,7 @@ def group_function(
             checkpoint_ms=checkpoint.time_ms if checkpoint else None, checkpoint_bytes=written.size,
             checkpoint_crc=written.crc, whole_ms=group.table.whole_ms if checkpoint else None,
             checkpoint_seconds=writing_s, folded=rows.folded,
-            partials=rows.partial_count,
+            partials=rows.partial_count, next_watermark_ms=next_ms,
         )})
         dead_letters = bad + late_output
         if len(results) or dead_letters:

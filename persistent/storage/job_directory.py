@@ -66,6 +66,9 @@ __all__ = ["JobDirectory", "task_name", "task_index", "PROGRESS_KEPT"]
 
 #: How many micro-batch progress records a job directory keeps.
 PROGRESS_KEPT = 100
+#: What to do with a progress record that cannot be read: it only reports its micro-batch
+#: (and the watermark of the next, which then runs with Spark's).
+_PROGRESS_REMEDY = "it only reports its micro-batch: delete it"
 #: A progress record's name: ``<generation:06d>-<batch:012d>.json``.
 _PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
 #: A key group's task name (``task_name``).
@@ -175,15 +178,21 @@ class JobDirectory:
 
     def record_progress(self, progress: BatchProgress) -> None:
         """Writes one micro-batch's progress record and keeps the newest ``PROGRESS_KEPT``."""
-        self._write(self.fs.join(self.progress, f"{progress.generation:06d}-{progress.batch:012d}.json"), progress)
+        self._write(self._progress_of(progress.generation, progress.batch), progress)
         for old in self.fs.list_names(self.progress)[:-PROGRESS_KEPT]:
             self.fs.delete(self.fs.join(self.progress, old))
+
+    def read_batch_progress(self, generation: int, batch: int) -> BatchProgress | None:
+        """The progress record of micro-batch ``batch`` of ``generation``; None when there is none."""
+        return self._read(BatchProgress, self._progress_of(generation, batch), _PROGRESS_REMEDY)
+
+    def _progress_of(self, generation: int, batch: int) -> str:
+        return self.fs.join(self.progress, f"{generation:06d}-{batch:012d}.json")
 
     def read_progress(self, last: int) -> list[BatchProgress]:
         """The ``last`` newest progress records, oldest first."""
         names = [n for n in self.fs.list_names(self.progress) if _PROGRESS_NAME.fullmatch(n)][-last:]
-        records = [self._read(BatchProgress, self.fs.join(self.progress, name),
-                              "it only reports its micro-batch: delete it") for name in names]
+        records = [self._read(BatchProgress, self.fs.join(self.progress, name), _PROGRESS_REMEDY) for name in names]
         return [r for r in records if r is not None]  # None: the running job pruned it after the listing
 
     def record_failed_batch(self, generation: int, batch: int) -> None:

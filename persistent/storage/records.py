@@ -225,6 +225,9 @@ class BatchProgress(Record):
     #: the partials they were folded into.
     folded: int = 0
     partials: int = 0
+    #: The job's watermark in the next micro-batch (``persistent.runtime.commit``); None
+    #: in older records, and where the job runs with Spark's watermark.
+    next_watermark_ms: int | None = None
 
     @property
     def clock_lag_ms(self) -> int | None:

@@ -4,13 +4,17 @@ Spark's ``GroupState`` and of the job's accumulator, and Spark's rows of a key g
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
 from persistent.runtime.reports import Reports
-from persistent.runtime.rows import EVENT_TIME, GROUP, KEY, KIND, PACKED, PACKED_SEQ, PART, TIMESTAMP, VALUE, Kind
+from persistent.runtime.rows import (EVENT_TIME, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, PACKED, PACKED_SEQ, PART,
+                                     TIMESTAMP, VALUE, Kind)
 
 
 class GroupState:
@@ -45,6 +49,19 @@ class GroupState:
     def timed_out(self) -> bool:
         """Whether Spark fires the group's event-time timeout: its watermark has passed it."""
         return self.timeout_ms is not None and self.timeout_ms < self.getCurrentWatermarkMs()
+
+
+@contextmanager
+def given_watermark(watermark_ms: int) -> Iterator[None]:
+    """Runs the block as a Spark task of a micro-batch whose job's watermark the driver
+    gave as ``watermark_ms`` (``rows.JOB_WATERMARK_PROPERTY``)."""
+    from pyspark import TaskContext
+
+    TaskContext._setTaskContext(TaskContext(localProperties={JOB_WATERMARK_PROPERTY: str(watermark_ms)}))
+    try:
+        yield
+    finally:
+        TaskContext._setTaskContext(None)
 
 
 class Accumulator:

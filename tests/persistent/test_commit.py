@@ -440,3 +440,30 @@ def test_retention_keeps_the_chain_of_every_clock_a_rewind_may_choose(tmp_path):
         store = directory.store(grp)
         assert store.read(store.times()[0]).base is None
         assert [s.time_ms for s in store.recover(1400)] == [t for t in store.times() if t <= 1400]
+
+
+def _offset_log_entry(directory: JobDirectory, batch_id: int, spark_watermark_ms: int) -> None:
+    """Spark's offset log entry of micro-batch ``batch_id``, run with ``spark_watermark_ms``."""
+    entry = directory.fs.join(directory.spark, "offsets", str(batch_id))
+    directory.fs.write_atomic(entry, f'v1\n{{"batchWatermarkMs":{spark_watermark_ms}}}\n{{"files": 1}}'.encode())
+
+
+def test_the_jobs_watermark_follows_the_partition_behind_never_back_and_a_replay_after_a_restart_runs_with_it(
+        make_commit, batch, directory):
+    recovery = Recovery(RecoveryPath.FROM_CLOCK, 1, 1_000, key_groups=2)
+    commit = make_commit(recovery=recovery, job_watermark=True)
+    _offset_log_entry(directory, 0, 0)
+    assert commit.watermark_ms(0) == 1_000  # a generation's first: Spark's, never before the restore point
+    commit(0, batch(report(0, next_watermark_ms=1_400), report(1, next_watermark_ms=1_400), report(1)))
+    assert commit.watermark_ms(1) == 1_400
+    progress = commit(1, batch(report(0, next_watermark_ms=1_200)))  # behind: the watermark stays
+    assert (progress.watermark_ms, progress.next_watermark_ms) == (1_400, 1_400)
+    commit(2, batch(report(0, next_watermark_ms=2_000)))
+    # Spark replays micro-batch 2 after a restart (path A), then runs 3.
+    restarted = make_commit(recovery=recovery, job_watermark=True)
+    assert (restarted.watermark_ms(2), restarted.watermark_ms(3)) == (1_400, 2_000)
+
+
+def test_a_job_whose_groups_run_with_sparks_watermark_gives_none():
+    commit = Commit(None, FRESH, None, False, whole_every_ms=None)
+    assert commit.watermark_ms(7) is None

@@ -13,7 +13,7 @@ from spark_groups import frame, marked, packed, spark_rows, unpacked
 
 from persistent.core.badrecords import BadRecord
 from persistent.runtime.rows import (WATERMARK_LAG_MS, Kind, decode, group_watermark_ms, job_watermark_ms,
-                                     next_spark_watermark_ms, spark_delay, timeout_ms)
+                                     next_watermark_ms, spark_delay, timeout_ms)
 
 
 def test_a_groups_rows_decode_to_its_messages_in_fold_order_and_its_bad_records_without_heartbeats():
@@ -34,16 +34,16 @@ def test_a_group_woken_without_messages_decodes_to_none(chunks):
     assert (rows.count, rows.newest_ms, len(rows.messages), len(rows.marked.records)) == (0, -1, 0, 0)
 
 
-def test_the_newest_rows_give_the_micro_batchs_newest_event_time_and_no_message():
-    def newest(*times_ms):  # one row from each task before the shuffle that read messages
+def test_the_newest_rows_give_the_event_time_every_source_partition_reached_and_no_message():
+    def newest(*times_ms):  # one row from each task before the shuffle (a source partition) that read messages
         n = len(times_ms)
         return spark_rows([Kind.NEWEST] * n, [None] * n, list(times_ms), [0] * n, [None] * n, [-1] * n)
 
     rows = decode([frame([("a", 10, 1, 0)], beats=1), newest(250, 180), frame([("b", 20, 2, 1)]), newest(240)])
     assert rows.messages.to_dict("list") == {"key": ["a", "b"], "timestamp": [10, 20], "value": [1, 2]}
-    assert (rows.count, rows.newest_ms, rows.batch_newest_ms) == (2, 20, 250)
-    assert decode([frame([("a", 10, 1, 0)])]).batch_newest_ms is None
-    assert (decode([newest(7)]).count, decode([newest(7)]).batch_newest_ms) == (0, 7)
+    assert (rows.count, rows.newest_ms, rows.batch_reached_ms) == (2, 20, 180)
+    assert decode([frame([("a", 10, 1, 0)])]).batch_reached_ms is None
+    assert (decode([newest(7)]).count, decode([newest(7)]).batch_reached_ms) == (0, 7)
 
 
 @given(st.data())
@@ -89,11 +89,11 @@ def test_a_packs_columns_read_as_pysparks_own_conversion_reads_the_rows_columns(
     pd.testing.assert_series_equal(ours, pyspark, check_names=False)
 
 
-def test_the_next_micro_batchs_watermark_is_the_newest_event_time_less_the_delay_never_back():
-    assert next_spark_watermark_ms(0, 250, 0) == 249  # the job's: 250, a message at it in order
-    assert job_watermark_ms(next_spark_watermark_ms(0, 250, 100)) == 150
-    assert next_spark_watermark_ms(300, 250, 0) == 300
-    assert next_spark_watermark_ms(-(2**63), 0, 0) == -1
+def test_the_next_micro_batchs_watermark_is_the_time_every_partition_reached_less_the_delay_never_back():
+    assert next_watermark_ms(0, 250, 0) == 250  # a message at it is in order
+    assert next_watermark_ms(0, 250, 100) == 150
+    assert next_watermark_ms(300, 250, 0) == 300
+    assert next_watermark_ms(7, 0, 0) == 7
 
 
 def test_a_groups_kinds_decide_what_its_rows_are_not_their_nulls():
@@ -117,11 +117,13 @@ def test_a_groups_timeout_fires_once_the_jobs_watermark_reaches_its_time(time_ms
     assert fires == (watermark_ms >= time_ms)
 
 
-def test_a_groups_watermark_is_the_jobs_never_before_the_restore_point():
+def test_a_groups_watermark_is_the_one_the_driver_gave_else_sparks_never_before_the_restore_point():
     assert group_watermark_ms(99, 0) == job_watermark_ms(99) == 100
     assert group_watermark_ms(99, 100) == 100
     assert group_watermark_ms(99, 101) == 101
     assert group_watermark_ms(-(2**63), 0) == 0
+    assert group_watermark_ms(99, 0, 40) == 40  # Spark's runs ahead while a partition is behind
+    assert group_watermark_ms(99, 50, 40) == 50
 
 
 def test_a_timeout_is_at_least_1_ms():

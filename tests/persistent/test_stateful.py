@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from spark_groups import Accumulator, GroupState, frame, marked, rows, spark_rows
+from spark_groups import Accumulator, GroupState, frame, given_watermark, marked, rows, spark_rows
 from test_keygroup import VectorizedCount
 
 from monoids import Last, Timestamped
@@ -80,7 +80,8 @@ def key_group(storage: JobStorage, task: PersistentTask | None = None, recovery:
     timeouts if ``timeouts``; and the accumulator of its reports."""
     reports = Accumulator()
     run_group = group_function(task or VectorizedCount(), interval_ms, recovery, checkpoints, mode, late_records,
-                               carries, storage, reports, delay_ms=delay_ms, timeouts=timeouts)
+                               carries, storage, reports, delay_ms=delay_ms, early=delay_ms is not None,
+                               timeouts=timeouts)
     return run_group, reports
 
 
@@ -271,6 +272,19 @@ def test_a_group_told_the_newest_event_time_checkpoints_at_the_next_micro_batchs
     state.watermark_ms = 199  # a watermark before the checkpoint: its messages would be missing from it
     with pytest.raises(StateValueError, match=r"checkpointed at 200 ms, after this micro-batch's watermark 199 ms"):
         list(run_group((0,), iter([rows(["b"], 230)]), state))
+
+
+def test_a_group_runs_with_the_watermark_the_driver_gave_and_reports_the_next_from_the_partition_behind(tmp_path):
+    storage = JobStorage(str(tmp_path / "job"))
+    run_group, reports = key_group(storage, delay_ms=10)
+    state = GroupState(watermark_ms=500)  # Spark's, ahead: one source partition read up to 510 ms
+    newest = spark_rows([Kind.NEWEST] * 2, [None] * 2, [510, 180], [0] * 2, [None] * 2, [-1] * 2)
+    with given_watermark(100):
+        (out,) = run_group((0,), iter([rows(["a"], 150), rows(["b"], 99), newest]), state)
+    assert totals(out) == {"a": 1}  # on time for the job, though behind Spark's watermark; b is late
+    report = reports.value[0]
+    assert (report.watermark_ms, report.late, report.next_watermark_ms, report.checkpoint_ms) == (100, 1, 170, 100)
+    assert state.timeout_ms == 499  # the next boundary (200 ms) is behind Spark's watermark: it wakes as that moves
 
 
 def test_a_group_of_a_query_without_timeouts_sets_none_and_checkpoints_as_one_with_them(tmp_path):

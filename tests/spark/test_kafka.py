@@ -87,6 +87,29 @@ def test_path_b_rewinds_every_partition_by_timestamp_even_one_without_records_af
     finish(crasher, tmp_path, topic, "B")
 
 
+def test_path_b_catching_up_on_partitions_behind_unevenly_drops_no_record_as_late(tmp_path, topic):
+    # After the rewind partitions 0 and 1 hold 14 s of records and partition 2 the last
+    # 2 s of the first run's: Spark splits a micro-batch's offsets by what each holds, so
+    # it reads partition 2's few records a few at a time, while 0 and 1 run seconds ahead.
+    topic.write(spread(1, 3_000, 4))
+    crasher = Crasher("count", kafka_args(tmp_path, topic), tmp_path, submit=SUBMIT)
+    assert crasher.run(standby_next=True).returncode == 0
+    topic.write(spread(12_001, 3_000, 4, partitions=(0, 1)))
+    shutil.rmtree(tmp_path / "ck" / "spark")
+    finish(crasher, tmp_path, topic, "B")
+
+
+def test_path_a_after_a_stop_in_which_partitions_received_unequal_amounts_drops_no_record_as_late(tmp_path, topic):
+    # While the job is stopped, partitions 0 and 1 receive 12 s of records and partition 2
+    # the first 3 s of the same times: read in proportion to what each holds, partition 2
+    # falls seconds behind the others.
+    topic.write(spread(1, 1_500, 4))
+    crasher = Crasher("count", kafka_args(tmp_path, topic), tmp_path, submit=SUBMIT)
+    assert crasher.run(standby_next=True).returncode == 0
+    topic.write(spread(6_001, 3_000, 4, partitions=(0, 1)) + spread(6_001, 250, 12, partitions=(2,)))
+    finish(crasher, tmp_path, topic, "A")
+
+
 def test_records_of_one_millisecond_cut_across_micro_batches_are_all_counted(tmp_path, topic):
     # 900 records at 2,000 ms, a checkpoint time, read 300 a micro-batch from one partition
     # in order, without a watermark delay: the clock reaches 2,000 between them, the ones
