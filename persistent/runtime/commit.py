@@ -32,7 +32,7 @@ this order:
    listeners (the metrics, ``Job.on_progress``). It holds the job's watermark for the
    next micro-batch, as the key groups report it (``GroupReport.next_watermark_ms``),
    which ``watermark_ms`` hands that micro-batch, also when Spark replays it after a
-   restart (path A).
+   restart (path A), and the messages dropped as late so far (``late_total``).
 
 The key groups wrote their checkpoints before they reported them, so the clock names
 durable checkpoints only, and everything it covers has reached the sink. The crash
@@ -122,8 +122,8 @@ class Commit:
     #: chain at (``GroupReport.whole_ms``), from the oldest one retention may keep on;
     #: ``dataclasses.replace`` hands the same record on.
     wholes: dict[int, dict[int, int]] = field(default_factory=dict, kw_only=True, repr=False, compare=False)
-    #: The job's watermark of the micro-batch to commit next, by its id.
-    watermarks: dict[int, int] = field(default_factory=dict, kw_only=True, repr=False, compare=False)
+    #: The progress record before the micro-batch to commit next, by its id (``_before``).
+    befores: dict[int, BatchProgress | None] = field(default_factory=dict, kw_only=True, repr=False, compare=False)
 
     @property
     def sink_computes(self) -> bool:
@@ -137,14 +137,23 @@ class Commit:
         with Spark's watermark, run with Spark's (its offset log's)."""
         if not self.job_watermark:
             return None
-        if batch_id not in self.watermarks:
-            before = self.directory.read_batch_progress(self.recovery.generation, batch_id - 1) if batch_id else None
-            if before is not None and before.next_watermark_ms is not None:
-                self.watermarks[batch_id] = before.next_watermark_ms
+        before = self._before(batch_id)
+        if before is not None and before.generation == self.recovery.generation and before.next_watermark_ms is not None:
+            return before.next_watermark_ms
+        return group_watermark_ms(self.directory.spark_log.watermark_ms(batch_id), self.recovery.floor_ms)
+
+    def _before(self, batch_id: int) -> BatchProgress | None:
+        """The progress record of the micro-batch before ``batch_id``: of the one before it
+        in the generation, or, for its first, the newest of an earlier generation; None
+        without one."""
+        if batch_id not in self.befores:
+            generation = self.recovery.generation
+            if batch_id:
+                before = self.directory.read_batch_progress(generation, batch_id - 1)
             else:
-                spark_ms = self.directory.spark_log.watermark_ms(batch_id)
-                self.watermarks[batch_id] = group_watermark_ms(spark_ms, self.recovery.floor_ms)
-        return self.watermarks[batch_id]
+                before = next((p for p in reversed(self.directory.read_progress(2)) if p.generation < generation), None)
+            self.befores[batch_id] = before
+        return self.befores[batch_id]
 
     def __call__(self, batch_id: int, micro_batch: MicroBatch) -> BatchProgress:
         """Computes and commits Spark's micro-batch ``batch_id``; returns its progress."""
@@ -174,12 +183,14 @@ class Commit:
         next_ms = None
         if watermark_ms is not None:
             next_ms = max([watermark_ms] + [r.next_watermark_ms for r in reports if r.next_watermark_ms is not None])
+        late = sum(r.late for r in reports)
+        before = self._before(batch_id)
         ended = self.timer.monotonic()
         progress = BatchProgress(
             generation=batch.generation,
             batch=batch_id,
             rows=sum(r.applied for r in reports),
-            late=sum(r.late for r in reports),
+            late=late,
             replayed=sum(r.replayed for r in reports),
             results=sum(r.results for r in reports),
             checkpoints=len(checkpoints),
@@ -187,6 +198,7 @@ class Commit:
             seconds=ended - started,
             watermark_ms=max((r.watermark_ms for r in reports), default=0) if watermark_ms is None else watermark_ms,
             next_watermark_ms=next_ms,
+            late_total=(before.late_total or 0 if before is not None else 0) + late,
             finished_at_ms=int(self.timer.time() * 1000),
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
@@ -198,9 +210,8 @@ class Commit:
             partials=sum(r.partials for r in reports),
         )
         self.directory.record_progress(progress)
-        self.watermarks.clear()
-        if next_ms is not None:
-            self.watermarks[batch_id + 1] = next_ms
+        self.befores.clear()
+        self.befores[batch_id + 1] = progress
         for listener in self.listeners:
             listener(progress)
         crash_point(CrashPoint.COMMITTED)

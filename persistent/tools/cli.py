@@ -159,6 +159,8 @@ def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
         f"throughput     {rows:,} rows in {seconds:,.1f} s of processing in the last {len(progress)} "
         f"batch(es): {_rate(rows, seconds)} rows/s"
     )
+    total = "" if last.late_total is None else f"{last.late_total:,} in all, "
+    print(f"late           {total}{sum(p.late for p in progress):,} in the last {len(progress)} batch(es)")
     print(f"dead letters   {sum(p.dead_letters for p in progress):,} in the last {len(progress)} batch(es)")
     print(
         f"checkpoints    {sum(p.checkpoints for p in progress):,} written "

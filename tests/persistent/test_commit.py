@@ -467,3 +467,11 @@ def test_the_jobs_watermark_follows_the_partition_behind_never_back_and_a_replay
 def test_a_job_whose_groups_run_with_sparks_watermark_gives_none():
     commit = Commit(None, FRESH, None, False, whole_every_ms=None)
     assert commit.watermark_ms(7) is None
+
+
+def test_the_late_total_runs_on_across_replays_restarts_and_generations(make_commit, batch):
+    commit = make_commit()
+    assert [commit(b, batch(report(0, late=late))).late_total for b, late in enumerate([2, 0, 3])] == [2, 2, 5]
+    assert make_commit()(2, batch(report(0, late=3))).late_total == 5  # a replay after a restart (path A)
+    rewound = make_commit(recovery=Recovery(RecoveryPath.FROM_CLOCK, 1, 0, key_groups=2))
+    assert rewound(0, batch(report(1, late=1))).late_total == 6  # the new generation's first batch
