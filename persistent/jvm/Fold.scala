@@ -20,9 +20,10 @@
 //
 // A micro-batch runs with the watermark of the ones before it; the next one's is already
 // fixed by this one's messages. `NewestPerGroup` sends every key group, from each task
-// before the shuffle, the newest event time among the rows that move Spark's watermark,
-// so that a group can checkpoint at the next micro-batch's watermark in this one
-// (persistent.runtime.rows, "the watermark").
+// before the shuffle (one source partition), the newest event time among the rows that
+// move Spark's watermark: the job's watermark follows the least of them, and a group can
+// checkpoint at the next micro-batch's watermark in this one (persistent.runtime.rows,
+// "the watermark").
 //
 // A task whose messages do not fold (its values come from Python) still need not send
 // each message through Spark's shuffle, sort and Arrow conversion one row at a time:

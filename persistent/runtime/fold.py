@@ -38,10 +38,11 @@ tasks no watermark, so that no row is a partial. Both ways give the key groups t
 messages; only the time differs.
 
 **The newest event time.** Spark's half also sends every key group, from each task
-before the shuffle that read a message, the newest event time among its messages
-(``newest_per_group``: a ``Kind.NEWEST`` row per group after the partition's rows), for
-jobs whose groups checkpoint at the next micro-batch's watermark
-(``persistent.runtime.stateful.group_function``).
+before the shuffle that read a message (one source partition), the newest event time
+among its messages (``newest_per_group``: a ``Kind.NEWEST`` row per group after the
+partition's rows): the job's watermark follows the least of them
+(``persistent.runtime.rows.next_watermark_ms``), and every micro-batch with messages
+runs every group.
 
 **Packing.** The messages of a job that does not fold (its values come from Python)
 still need not cross Spark's shuffle, its sort by key group and its conversion to Arrow
@@ -207,8 +208,8 @@ def newest_per_group(rows, key_groups: int):
     after the rows of each source partition that read a message, a ``Kind.NEWEST`` row
     for each of the ``key_groups`` whose ``timestamp`` is the newest event time of the
     partition's messages: those that move Spark's watermark (``rows.moving_time``). Every
-    key group so learns the newest event time of the micro-batch's messages, from which
-    the next micro-batch's watermark follows (``rows.next_spark_watermark_ms``)."""
+    key group so learns the event time every partition reached, from which the next
+    micro-batch's watermark follows (``rows.next_watermark_ms``)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
