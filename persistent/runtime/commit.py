@@ -185,6 +185,7 @@ class Commit:
             next_ms = max([watermark_ms] + [r.next_watermark_ms for r in reports if r.next_watermark_ms is not None])
         late = sum(r.late for r in reports)
         before = self._before(batch_id)
+        late_before = before.late_total if before is not None and before.late_total is not None else 0
         ended = self.timer.monotonic()
         progress = BatchProgress(
             generation=batch.generation,
@@ -198,7 +199,7 @@ class Commit:
             seconds=ended - started,
             watermark_ms=max((r.watermark_ms for r in reports), default=0) if watermark_ms is None else watermark_ms,
             next_watermark_ms=next_ms,
-            late_total=(before.late_total or 0 if before is not None else 0) + late,
+            late_total=late_before + late,
             finished_at_ms=int(self.timer.time() * 1000),
             state_bytes={task_name(r.grp): r.state_bytes for r in reports},
             dead_letters=dead_letters,
