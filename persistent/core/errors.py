@@ -15,6 +15,7 @@ __all__ = [
     "JobDirectoryError",
     "InputError",
     "SetupError",
+    "OutputError",
     "JobDirectoryInUseError",
 ]
 
@@ -44,6 +45,11 @@ class InputError(PersistentError, ValueError):
 
 class SetupError(PersistentError, RuntimeError):
     """The machine or the cluster lacks something a job needs (Java, a package, a connector)."""
+
+
+class OutputError(PersistentError, RuntimeError):
+    """A sink could not write a micro-batch's results (its brokers down, a transaction
+    refused): nothing of the micro-batch is committed, and a restart replays it."""
 
 
 class JobDirectoryInUseError(SetupError):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.core.faults import CrashPoint, crash_point
 
-__all__ = ["BatchId", "result_columns", "Sink", "TransactionalSink"]
+__all__ = ["BatchId", "result_columns", "earlier_run", "Sink", "TransactionalSink"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,15 @@ class BatchId:
 def result_columns(windowed: bool) -> list[str]:
     """The result columns a sink writes: the window bounds only for windowed tasks."""
     return ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
+
+
+def earlier_run(holder: str, marks: str, remedy: str) -> RestartRefusedError:
+    """The refusal of a start without a checkpoint on a sink (``holder``) that holds an
+    earlier run's results, which its markers (``marks``) name: ``remedy`` says what to do."""
+    return RestartRefusedError(
+        f"{holder} holds results of an earlier run ({marks}), and this job starts without a checkpoint, so its "
+        f"batch ids would be taken for replays and skipped: {remedy}"
+    )
 
 
 class Sink(ABC):
@@ -135,12 +144,9 @@ class TransactionalSink(Sink):
             self._create_markers(db)
             db.execute(f"SELECT 1 FROM {self.MARKERS} WHERE sink = {self.PLACEHOLDER} LIMIT 1", (self.table,))
             if db.fetchone():
-                raise RestartRefusedError(
-                    f"{self.DATABASE} sink {self.database}: table {self.table} holds results of an earlier run "
-                    f"(rows with sink = '{self.table}' in {self.MARKERS}), and this job starts without a "
-                    f"checkpoint, so its batch ids would be taken for replays and skipped: drop table "
-                    f"{self.table} and delete those rows, or write to another table"
-                )
+                raise earlier_run(f"{self.DATABASE} sink {self.database}: table {self.table}",
+                                  f"rows with sink = '{self.table}' in {self.MARKERS}",
+                                  f"drop table {self.table} and delete those rows, or write to another table")
 
     def newest_generation(self, spark) -> int | None:
         with self._transaction() as db:

@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 from persistent.core.errors import ConfigError
 from persistent.sinks.base import Sink
 from persistent.sinks.console import ConsoleSink
+from persistent.sinks.kafka import kafka_sink_from_uri
 from persistent.sinks.parquet import ParquetSink
 from persistent.sinks.postgres import PostgresSink
 from persistent.sinks.sqlite import SQLiteSink
@@ -14,14 +15,16 @@ from persistent.sinks.sqlite import SQLiteSink
 __all__ = ["sink_from_uri", "SPELLINGS", "DIRECTORY_SCHEMES"]
 
 #: What ``sink_from_uri`` takes, as its errors and the command line's help name it.
-SPELLINGS = "sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, a Parquet directory, or console"
+SPELLINGS = ("sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, kafka://HOST:PORT/TOPIC, a Parquet directory, "
+             "or console")
 #: The schemes of a Parquet directory: the file systems Spark writes it on (Hadoop's).
 DIRECTORY_SCHEMES = ("file", "hdfs", "webhdfs", "viewfs", "s3", "s3a", "gs", "abfs", "abfss", "wasb", "wasbs")
 
 
 def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", value_column: str = "value") -> Sink:
     """``sqlite://PATH`` (``sqlite:///tmp/out.db`` is ``/tmp/out.db``), ``postgresql://...``
-    or ``postgres://...`` (a libpq URI), ``console``, or a directory (Parquet): a local
+    or ``postgres://...`` (a libpq URI), ``kafka://HOST:PORT/TOPIC`` (producer options
+    as a query: ``?kafka.security.protocol=SSL``), ``console``, or a directory (Parquet): a local
     path or a URI of one of ``DIRECTORY_SCHEMES``. Anything else is a ``ConfigError``
     naming it: a URI of another scheme is not taken for a directory."""
     scheme = urlparse(uri).scheme.lower()
@@ -36,6 +39,8 @@ def sink_from_uri(uri: str, table: str = "results", key_column: str = "key", val
         if not uri.lower().startswith(f"{scheme}://"):
             raise ConfigError(f"output {uri!r}: a PostgreSQL database is postgresql://USER@HOST:PORT/DATABASE")
         return PostgresSink(uri, table, key_column, value_column)
+    if scheme == "kafka":
+        return kafka_sink_from_uri(uri)
     if uri == "console":
         return ConsoleSink()
     if scheme and scheme not in DIRECTORY_SCHEMES:

@@ -1,0 +1,166 @@
+"""The Kafka sink (``persistent.sinks.kafka``) against the real broker (``kafka_broker``),
+read as a consumer with ``isolation.level=read_committed`` reads it.
+
+The sink's ``write`` takes the micro-batch's results as Spark hands them over; these
+tests hand it a frame without Spark (``Results``). They run with the Spark tests, whose
+process holds the broker."""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import pytest
+
+from persistent.core.errors import ConfigError, RestartRefusedError, SetupError
+from persistent.sinks import kafka as kafka_sink
+from persistent.sinks.base import BatchId
+from persistent.sinks.kafka import KafkaSink
+from persistent.sinks.uri import sink_from_uri
+
+pytestmark = pytest.mark.spark
+
+
+class Results:
+    """A micro-batch's results as the sink reads them (``toPandas``)."""
+
+    def __init__(self, rows: list[tuple], windowed: bool = False):
+        columns = ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
+        self.frame = pd.DataFrame(rows, columns=columns)
+
+    def toPandas(self) -> pd.DataFrame:  # noqa: N802 (Spark's name)
+        return self.frame
+
+
+@pytest.fixture
+def topic(kafka_broker) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"results-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
+    return name
+
+
+def committed(bootstrap: str, topic: str) -> list[tuple]:
+    """Every record of ``topic`` a read_committed consumer sees until it has waited 2 s
+    for more: key, value, timestamp, headers; by generation, micro-batch and key."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records, idle = [], 0
+        while idle < 4:
+            message = consumer.poll(0.5)
+            idle = idle + 1 if message is None else 0
+            if message is not None:
+                assert message.error() is None, message.error()
+                records.append((message.key().decode(), message.value().decode(), message.timestamp()[1],
+                                {k: v.decode() for k, v in message.headers() or []}))
+    finally:
+        consumer.close()
+    return sorted(records, key=lambda r: (int(r[3]["generation"]), int(r[3]["batch"]), r[0]))
+
+
+def test_each_micro_batch_is_read_once_and_a_replay_of_a_committed_one_writes_nothing(kafka_broker, topic):
+    sink = sink_from_uri(f"kafka://{kafka_broker.bootstrap}/{topic}")
+    assert isinstance(sink, KafkaSink) and sink.newest_generation(None) is None
+    sink.write(Results([("a", 1), ("b", 2)]), BatchId(0, 0), False)
+    sink.write(Results([("a", 3)]), BatchId(0, 1), False)
+    restarted = KafkaSink(kafka_broker.bootstrap, topic)  # path A: Spark replays micro-batch 1, then runs 2
+    restarted.write(Results([("a", 3)]), BatchId(0, 1), False)
+    restarted.write(Results([("b", 5)]), BatchId(0, 2), False)
+    records = committed(kafka_broker.bootstrap, topic)
+    assert [(key, value, headers) for key, value, _, headers in records] == [
+        ("a", "1", {"generation": "0", "batch": "0"}), ("b", "2", {"generation": "0", "batch": "0"}),
+        ("a", "3", {"generation": "0", "batch": "1"}), ("b", "5", {"generation": "0", "batch": "2"})]
+    assert restarted.newest_generation(None) == 0
+    with pytest.raises(RestartRefusedError, match=f"topic {topic} .* holds results of an earlier run"):
+        restarted.check_fresh_start(None)
+
+
+def test_a_transaction_killed_before_its_commit_is_aborted_and_the_replay_writes_the_batch_once(
+        kafka_broker, topic, monkeypatch):
+    sink = KafkaSink(kafka_broker.bootstrap, topic)
+    sink.write(Results([("a", 1)]), BatchId(0, 0), False)
+
+    def killed(point):
+        raise SystemExit(f"killed at {point}")
+
+    monkeypatch.setattr(kafka_sink, "crash_point", killed)
+    with pytest.raises(SystemExit):
+        sink.write(Results([("a", 2), ("b", 1)]), BatchId(0, 1), False)
+    monkeypatch.undo()
+    KafkaSink(kafka_broker.bootstrap, topic).write(Results([("a", 2), ("b", 1)]), BatchId(0, 1), False)
+    assert [(key, value) for key, value, _, _ in committed(kafka_broker.bootstrap, topic)] == [
+        ("a", "1"), ("a", "2"), ("b", "1")]
+
+
+def test_a_stale_writer_is_fenced_and_its_open_transaction_never_becomes_visible(kafka_broker, topic):
+    from confluent_kafka import KafkaException
+
+    stale = KafkaSink(kafka_broker.bootstrap, topic)
+    stale.write(Results([("a", 1)]), BatchId(0, 0), False)
+    producer = stale._transactions()
+    producer.begin_transaction()  # a writer that hangs inside a transaction: a driver thought dead
+    producer.produce(topic, key=b"a", value=b"stale")
+    producer.flush(30)
+    KafkaSink(kafka_broker.bootstrap, topic).write(Results([("a", 2)]), BatchId(1, 0), False)
+    with pytest.raises(KafkaException, match="(?i)fenced"):
+        producer.commit_transaction(30)
+    assert [(key, value) for key, value, _, _ in committed(kafka_broker.bootstrap, topic)] == [("a", "1"), ("a", "2")]
+
+
+def test_windows_carry_their_end_as_timestamp_and_a_path_b_replay_does_not_publish_a_window_twice(
+        kafka_broker, topic):
+    sink = KafkaSink(kafka_broker.bootstrap, topic)
+    sink.write(Results([("a", 0, 1_000, 4), ("b", 0, 1_000, 1)], windowed=True), BatchId(0, 0), True)
+    sink.write(Results([("a", 1_000, 2_000, 2)], windowed=True), BatchId(0, 1), True)
+    # Path B from a clock of 1,000 ms: generation 1 closes the window ending at 2,000 again, then a new one.
+    rewound = KafkaSink(kafka_broker.bootstrap, topic)
+    rewound.write(Results([("a", 1_000, 2_000, 2)], windowed=True), BatchId(1, 0), True)
+    rewound.write(Results([("a", 2_000, 3_000, 7)], windowed=True), BatchId(1, 1), True)
+    records = committed(kafka_broker.bootstrap, topic)
+    assert [(key, value, timestamp, headers["window_start"], headers["window_end"])
+            for key, value, timestamp, headers in records] == [
+        ("a", "4", 1_000, "0", "1000"), ("b", "1", 1_000, "0", "1000"), ("a", "2", 2_000, "1000", "2000"),
+        ("a", "7", 3_000, "2000", "3000")]
+
+
+def test_an_unknown_topic_an_unreachable_broker_and_a_bad_uri_are_refused_in_one_line(kafka_broker, monkeypatch):
+    with pytest.raises(ConfigError, match=r"^kafka sink: topic nowhere-\w+ on 127\.0\.0\.1:\d+: .*create it first"):
+        KafkaSink(kafka_broker.bootstrap, f"nowhere-{uuid.uuid4().hex[:6]}").newest_generation(None)
+    monkeypatch.setattr(kafka_sink, "_TIMEOUT_S", 2)
+    with pytest.raises(SetupError, match=r"^kafka sink: topic t on 127\.0\.0\.1:9: "):
+        KafkaSink("127.0.0.1:9", "t").newest_generation(None)
+    for uri in ("kafka://127.0.0.1:9092", "kafka:///t", "kafka://127.0.0.1:9092/a/b"):
+        with pytest.raises(ConfigError, match="a Kafka topic is kafka://HOST:PORT/TOPIC"):
+            sink_from_uri(uri)
+    with pytest.raises(ConfigError, match="acks are not producer options"):
+        sink_from_uri("kafka://127.0.0.1:9092/t?acks=all")
+
+
+def test_the_count_example_killed_at_every_crash_point_writes_each_micro_batch_once(tmp_path, kafka_broker, topic):
+    from crash_harness import Crasher
+    from kafka_topics import Topic, spread
+    from test_kafka import SUBMIT, kafka_args
+
+    from persistent.core.faults import CrashPoint
+
+    source = Topic(kafka_broker.bootstrap)
+    source.write(spread(1, 3_000, 4))
+    args = kafka_args(tmp_path, source)
+    args[args.index("--output") + 1] = f"kafka://{kafka_broker.bootstrap}/{topic}"
+    crasher = Crasher("count", args, tmp_path, submit=SUBMIT)
+    for point in CrashPoint:
+        crasher.crash_at(point, 2)
+    final = crasher.run()
+    assert final.returncode == 0, final.log
+    records = committed(kafka_broker.bootstrap, topic)
+    batches = [(headers["generation"], headers["batch"], key) for key, _, _, headers in records]
+    assert len(batches) == len(set(batches)), f"seed {crasher.seed}: a micro-batch's record read twice"
+    newest = {key: int(value) for key, value, _, _ in records}  # by generation, micro-batch: the newest last
+    assert newest == source.written, f"seed {crasher.seed}"
