@@ -75,6 +75,7 @@ def test_the_output_help_names_every_sink(capsys):
     with pytest.raises(SystemExit):
         parse("--help")
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, a Parquet directory, or console" in help_text
+    assert ("sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE, kafka://HOST:PORT/TOPIC, a Parquet directory, "
+            "or console") in help_text
     assert "--metrics-host HOST" in help_text and "(default: 127.0.0.1, this host only; 0.0.0.0: every interface)" in (
         help_text)
