@@ -8,6 +8,16 @@ import uuid
 PARTITIONS, KEYS = 3, 10
 
 
+def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
+    """The name of a new topic of ``partitions`` partitions on the broker, named from ``prefix``."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
 class Topic:
     """A new topic of ``PARTITIONS`` partitions on the broker, and what was written to it."""
 

@@ -35,6 +35,9 @@
     DIR/lease/<term>           which process holds the directory: the newest term's ``Lease``
                                (``persistent.storage.lease``)
 
+A pipeline's directory (``persistent.runtime.pipeline``) holds one job directory per
+stage, ``DIR/stage-1``, ``DIR/stage-2``, ... (``stage_directory``, ``pipeline_stages``).
+
 The small JSON records are ``persistent.storage.records``'s. Which way a job starts
 on what the directory holds (fresh, path A, path B) is the runtime's decision
 (``persistent.runtime.recovery``); the directory only reads and writes.
@@ -62,13 +65,15 @@ from state.clock_store import ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 from state.fs import FileSystem
 
-__all__ = ["JobDirectory", "task_name", "task_index", "PROGRESS_KEPT"]
+__all__ = ["JobDirectory", "task_name", "task_index", "stage_directory", "pipeline_stages", "PROGRESS_KEPT"]
 
 #: How many micro-batch progress records a job directory keeps.
 PROGRESS_KEPT = 100
 #: What to do with a progress record that cannot be read: it only reports its micro-batch
 #: (and the watermark of the next, which then runs with Spark's).
 _PROGRESS_REMEDY = "it only reports its micro-batch: delete it"
+#: A pipeline stage's job directory in the pipeline's: ``stage-N``, from 1.
+_STAGE = re.compile(r"stage-(\d+)")
 #: A progress record's name: ``<generation:06d>-<batch:012d>.json``.
 _PROGRESS_NAME = re.compile(r"\d{6}-\d{12}\.json")
 #: A key group's task name (``task_name``).
@@ -337,3 +342,15 @@ class JobDirectory:
             f"No clock in the history ({self.clock.history_directory}) has intact checkpoints of every "
             f"task: start the job on a new checkpoint directory."
         )
+
+
+def stage_directory(root: str, stage: int) -> str:
+    """The job directory of ``stage`` (from 1) of the pipeline whose directory is ``root``."""
+    return f"{root.rstrip('/')}/stage-{stage}"
+
+
+def pipeline_stages(fs: FileSystem, root: str) -> list[str]:
+    """The stages' job directories of the pipeline whose directory is ``root``, in order;
+    none when ``root`` holds no stage."""
+    stages = sorted(int(m.group(1)) for m in map(_STAGE.fullmatch, fs.list_names(root)) if m)
+    return [stage_directory(root, stage) for stage in stages]

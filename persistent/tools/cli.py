@@ -116,11 +116,21 @@ def _now_ms() -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from persistent.tools.inspection import open_job
+    from persistent.tools.inspection import open_job, open_pipeline
 
+    stages = open_pipeline(args.checkpoint_dir)
+    if stages:
+        for stage, root in enumerate(stages, 1):
+            print(f"{'' if stage == 1 else chr(10)}-- stage {stage}")
+            _job_status(open_job(root), args.batches)
+        return 0
+    _job_status(open_job(args.checkpoint_dir), args.batches)
+    return 0
+
+
+def _job_status(directory, batches: int) -> None:
     from persistent.storage.lease import describe, holder
 
-    directory = open_job(args.checkpoint_dir)
     now_ms = _now_ms()
     print(f"job directory  {directory.root}")
     lease = holder(directory, now_ms)
@@ -131,7 +141,7 @@ def _status(args: argparse.Namespace) -> int:
         started = f"restored from the clock at {_time(floor_ms)}" if floor_ms else "started fresh"
         groups = f", {generation.key_groups} key groups" if generation.key_groups is not None else ""
         print(f"generation     {generation.generation}, {started}{groups}")
-    progress = directory.read_progress(args.batches)
+    progress = directory.read_progress(batches)
     if progress:
         _print_progress(progress, now_ms)
     else:
@@ -139,12 +149,11 @@ def _status(args: argparse.Namespace) -> int:
     record = directory.clock.read()
     if record is None:
         print("clock          none yet: no task has checkpointed")
-        return 0
+        return
     state_bytes: dict[str, int] = {}
     for batch in progress:
         state_bytes.update(batch.state_bytes)
     _print_clock(record, now_ms, state_bytes, progress[-1].watermark_ms if progress else None)
-    return 0
 
 
 def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
@@ -451,7 +460,7 @@ def parser() -> argparse.ArgumentParser:
             "persistent/conf/spark-defaults.conf), the driver logging at WARN (persistent/conf/log4j2.properties) "
             "and PYSPARK_PYTHON set to this Python unless it is set. Options before APP.py go to spark-submit and "
             "override the defaults; the arguments after it go to the application. An EXAMPLE is the name of an "
-            "installed example (count, wordcount, window_average, sessions, demo: the modules of "
+            "installed example (count, wordcount, window_average, sessions, pipeline, demo: the modules of "
             "persistent.examples), which runs from its installed file. First it checks --master and runs APP.py up "
             "to where it would start Spark, with a Spark home that starts no JVM: an application that ends "
             "before that (printing its --help, or refusing its arguments) ends run there, without a JVM."
@@ -468,7 +477,8 @@ def parser() -> argparse.ArgumentParser:
         "Prints the last committed micro-batch; per recent batch its rows, rows/s, results, duration and commit "
         "time, late, replayed and dead-lettered records, checkpoints written with their bytes and writing time; "
         "the watermark, the global and per-task clocks with their lag behind wall time and the watermark, and "
-        "each task's state size, from the files the job writes under DIR.",
+        "each task's state size, from the files the job writes under DIR; of a pipeline's directory, every "
+        "stage's.",
     )
     status.add_argument(
         "--batches", type=_whole_number("a number of batches", 1), default=10, metavar="N",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from persistent.core.errors import JobDirectoryError, JobDirectoryInUseError
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
-from persistent.storage.job_directory import JobDirectory, task_index, task_name
+from persistent.storage.job_directory import JobDirectory, pipeline_stages, task_index, task_name
 from persistent.storage.lease import JobLease
 from state.checkpoint_store import CheckpointStore, describe_times
 from state.clock_store import ClockRecord
@@ -28,6 +28,7 @@ __all__ = [
     "StateRow",
     "Rewound",
     "open_job",
+    "open_pipeline",
     "task_names",
     "times_held",
     "read_state",
@@ -48,6 +49,18 @@ def open_job(uri: str) -> JobDirectory:
             f"{uri} is not a job's checkpoint directory: it holds none of {', '.join(JobDirectory.MARKS)}"
         )
     return directory
+
+
+def open_pipeline(uri: str) -> list[str]:
+    """The stages' job directories of the pipeline at ``uri``
+    (``persistent.runtime.pipeline``), in order; none when ``uri`` holds a job or no stage."""
+    try:
+        fs = filesystem_for(uri)
+    except UnsupportedFileSystemError as exc:
+        raise JobDirectoryError(str(exc)) from None
+    if not fs.exists(uri) or JobDirectory(fs, uri).holds_a_job():
+        return []
+    return pipeline_stages(fs, uri)
 
 
 def task_names(directory: JobDirectory) -> list[str]:

@@ -107,7 +107,8 @@ def job_settings(args: argparse.Namespace, table: str, key_column: str, value_co
 
 
 def run(job, args: argparse.Namespace, app_name: str, spark=None):
-    """Checks ``job`` on ``--master`` (``persistent.tools.preflight.check_job``), then
+    """Checks ``job`` (or each stage of a ``Pipeline``) on ``--master``
+    (``persistent.tools.preflight.check_job``), then
     runs it in ``spark`` (by default a new Spark session named ``app_name``) until it ends; with
     ``--available-now``, once the input there is now has been read. SIGINT (Ctrl-C) and
     SIGTERM stop it: ``persistent.runtime.stopping.JobStopped`` says where."""
@@ -115,7 +116,10 @@ def run(job, args: argparse.Namespace, app_name: str, spark=None):
     from persistent.tools.preflight import check_job
     from persistent.tools.session import spark_session
 
-    check_job(job, args.master)
+    from persistent.runtime.pipeline import Pipeline
+
+    for stage in job.jobs if isinstance(job, Pipeline) else (job,):
+        check_job(stage, args.master)
     spark = spark or spark_session(app_name, args.master)
     with on_signals(spark):
         try:

@@ -471,7 +471,7 @@ def test_run_of_an_application_that_does_not_exist_starts_nothing(capsys, monkey
     code, out, err = run_cli(capsys, "run", "--master", "local[1]", tmp_path / "missing.py", "--total", "5")
     assert (code, out, started) == (2, "", [])
     assert err == (f"persistent: error: application {tmp_path / 'missing.py'} does not exist (or is not a file), "
-                   f"nor is it an example (count, demo, sessions, window_average, wordcount)\n")
+                   f"nor is it an example (count, demo, pipeline, sessions, window_average, wordcount)\n")
 
 
 def test_run_of_an_example_by_name_runs_the_file_of_the_installed_example():

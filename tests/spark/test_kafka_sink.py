@@ -12,6 +12,7 @@ import uuid
 import pandas as pd
 import pytest
 
+from kafka_topics import new_topic
 from persistent.core.errors import ConfigError, RestartRefusedError, SetupError
 from persistent.sinks import kafka as kafka_sink
 from persistent.sinks.base import BatchId
@@ -34,12 +35,7 @@ class Results:
 
 @pytest.fixture
 def topic(kafka_broker) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    name = f"results-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
-    admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
-    return name
+    return new_topic(kafka_broker.bootstrap, "results", 2)
 
 
 def committed(bootstrap: str, topic: str) -> list[tuple]:

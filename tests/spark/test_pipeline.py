@@ -1,0 +1,64 @@
+"""A pipeline of two stateful stages chained through a topic of the real broker
+(``examples/pipeline.py``): per-user counts per 10 s window, then each user's total and
+largest window count. Killed inside stage 1's Kafka transaction and after a commit,
+restarted on path A, then stage 2 restarted from its clock (path B): the totals equal
+those the generator's messages give."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections import Counter
+
+import pytest
+
+from crash_harness import Crasher
+from kafka_topics import new_topic
+from persistent.core.faults import CrashPoint
+from persistent.tools import cli
+from test_kafka import SUBMIT
+
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
+
+KEYS, TOTAL, WINDOW_MS = 10, 20_000, 10_000
+
+
+def expected_totals() -> dict[str, list[int]]:
+    """Each user's total and largest window count over the windows the run closes: the
+    generator's message i has user k{i % KEYS} and event time i + 1 ms, and the last
+    window, which the watermark (the newest time) has not passed, stays open."""
+    closed_before = TOTAL // WINDOW_MS * WINDOW_MS
+    windows = Counter((f"k{i % KEYS}", (i + 1) // WINDOW_MS) for i in range(TOTAL) if i + 1 < closed_before)
+    totals: dict[str, list[int]] = {}
+    for (user, _), count in windows.items():
+        total, largest = totals.get(user, [0, 0])
+        totals[user] = [total + count, max(largest, count)]
+    return totals
+
+
+@pytest.fixture
+def between(kafka_broker) -> str:
+    return new_topic(kafka_broker.bootstrap, "windows", 2)
+
+
+def test_two_stages_killed_on_path_a_and_restarted_from_the_clock_give_each_users_totals_once(
+        tmp_path, kafka_broker, between, capsys):
+    args = ["--kafka", kafka_broker.bootstrap, "--between", between, "--checkpoint", str(tmp_path / "ck"),
+            "--output", f"sqlite://{tmp_path / 'out.db'}", "--available-now", "--keys", str(KEYS),
+            "--total", str(TOTAL), "--rows-per-batch", "2500", "--key-groups", "2"]
+    crasher = Crasher("pipeline", args, tmp_path, submit=SUBMIT)
+    crasher.crash_at(CrashPoint.SINK, 2)  # inside stage 1's second transaction
+    crasher.crash_at(CrashPoint.COMMITTED, 9)  # a micro-batch of stage 2 written, Spark's commit of it not yet
+    assert crasher.run(standby_next=True).returncode == 0
+    shutil.rmtree(tmp_path / "ck" / "stage-2" / "spark")  # stage 2 restarts from its clock
+    final = crasher.run()
+    assert final.returncode == 0, final.log
+    assert "recovery path B" in final.log, final.log
+    with sqlite3.connect(tmp_path / "out.db") as db:
+        totals = {user: json.loads(value) for user, value in db.execute("SELECT user, totals FROM user_totals")}
+    assert totals == expected_totals(), f"seed {crasher.seed}"
+
+    assert cli.main(["status", str(tmp_path / "ck")]) == 0
+    out = capsys.readouterr().out
+    assert "-- stage 1\njob directory  " in out and "\n\n-- stage 2\njob directory  " in out
