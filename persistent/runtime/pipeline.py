@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from persistent.core.errors import ConfigError
 from persistent.core.task import PersistentTask
+from persistent.runtime import stopping
 from persistent.runtime.job import Job
 from persistent.runtime.planner import RunningJob
 from persistent.sinks.base import Sink
@@ -88,12 +89,22 @@ class Pipeline:
             for job in self.jobs:
                 running.append(job.start(spark))
             while all(each.query.isActive for each in running):
+                stopping.check()  # a signal ``stopping.on_signals`` noted
                 time.sleep(_POLL_SECONDS)
-            for each in running:
-                error = each.query.exception()
-                if error is not None:
-                    raise error
-        finally:
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or a signal: say where the last stage stopped
+            for each in running[:-1]:
+                each.stop(quietly=True)
+            if not running:
+                raise
+            raise stopping.stopped(running[-1], interrupt) from None
+        except BaseException:
             for each in running:
                 each.stop(quietly=True)
+            raise
+        for each in running:
+            each.stop(quietly=True)
+        for each in running:
+            error = each.query.exception()
+            if error is not None:
+                raise error
         return running

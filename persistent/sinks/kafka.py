@@ -79,6 +79,8 @@ class KafkaSink(Sink):
         return None if self._marker is None else self._marker[0]
 
     def write(self, results, batch: BatchId, windowed: bool) -> None:
+        from confluent_kafka import KafkaException
+
         frame = results.toPandas()[result_columns(windowed)]
         producer = self._transactions()
         marker = self._marker
@@ -89,8 +91,6 @@ class KafkaSink(Sink):
             frame = frame[frame["window_end"] > published_ms]  # windows a path-B replay closes again
         newest_ms = max(published_ms, int(frame["window_end"].max())) if windowed and len(frame) else published_ms
         headers = [("generation", str(batch.generation).encode()), ("batch", str(batch.batch).encode())]
-        from confluent_kafka import KafkaException
-
         try:
             producer.begin_transaction()
             try:
@@ -102,7 +102,9 @@ class KafkaSink(Sink):
                 self._abort(producer)
                 raise
         except KafkaException as exc:
-            self._producer = None  # a fenced or failed producer takes no more transactions
+            # A fenced or failed producer takes no more transactions: the next write makes another.
+            self._group.close()
+            self._producer = self._group = None
             raise OutputError(
                 f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: micro-batch {batch.generation}."
                 f"{batch.batch} is not written ({_reason(exc)}); start the job again once the brokers take it: "

@@ -62,3 +62,48 @@ def test_two_stages_killed_on_path_a_and_restarted_from_the_clock_give_each_user
     assert cli.main(["status", str(tmp_path / "ck")]) == 0
     out = capsys.readouterr().out
     assert "-- stage 1\njob directory  " in out and "\n\n-- stage 2\njob directory  " in out
+
+
+def test_a_running_pipeline_stopped_by_ctrl_c_has_given_its_totals_and_says_where_its_last_stage_stopped(
+        tmp_path, kafka_broker, between):
+    """Without --available-now the stages run at once until a signal: here SIGINT to the
+    whole process group, as a terminal's Ctrl-C sends it, once stage 2 has given every
+    total its input closes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    log, out = tmp_path / "run.log", tmp_path / "out.db"
+    command = [os.path.join(os.path.dirname(sys.executable), "persistent"), "run", "--master", "local[2]", *SUBMIT,
+               "pipeline", "--kafka", kafka_broker.bootstrap, "--between", between, "--checkpoint",
+               str(tmp_path / "ck"), "--output", f"sqlite://{out}", "--keys", str(KEYS), "--total", str(TOTAL),
+               "--rows-per-batch", "5000", "--key-groups", "2"]
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    with open(log, "wb") as written:
+        job = subprocess.Popen(command, stdout=written, stderr=subprocess.STDOUT, env=environment,
+                               start_new_session=True)
+
+    def totals() -> dict:
+        try:
+            with sqlite3.connect(out) as db:
+                return {user: json.loads(value) for user, value in db.execute("SELECT user, totals FROM user_totals")}
+        except sqlite3.OperationalError:  # no table yet
+            return {}
+
+    try:
+        deadline = time.monotonic() + 240
+        while totals() != expected_totals():
+            assert job.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.5)
+        os.killpg(job.pid, signal.SIGINT)
+        returncode = job.wait(60)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    text = log.read_text(errors="replace")
+    assert returncode == 130, text
+    stopped = [line for line in text.splitlines() if line.startswith("[persistent] stopped by SIGINT")]
+    assert len(stopped) == 1 and "stage-2" in stopped[0], text
