@@ -53,6 +53,24 @@ class Outcome:
     log: str
 
 
+def interrupt_when(job: subprocess.Popen, log: Path, ready, timeout_s: float = 180) -> int:
+    """Sends SIGINT to the process group of ``job`` (started in a session of its own,
+    writing ``log``), as a terminal's Ctrl-C does, once ``ready()``; returns its exit
+    status. A job that ends first, or does not end within 60 s of the signal, fails the
+    test (the group killed)."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert job.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.2)
+        os.killpg(job.pid, signal.SIGINT)
+        return job.wait(60)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
 def session_processes(session: int) -> list[int]:
     """The live pids whose session id is ``session``."""
     pids = []

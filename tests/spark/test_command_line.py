@@ -51,10 +51,10 @@ def test_a_job_stopped_by_ctrl_c_says_where_in_one_line_and_exits_quietly(spark_
     ``persistent run``'s spark-submit, its JVM and the Python driver, as a terminal does.
     The job has more to read than it gets to (no --available-now) before then."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
+
+    from crash_harness import interrupt_when
 
     checkpoint, log = tmp_path / "ck", tmp_path / "run.log"
     command = [os.path.join(os.path.dirname(sys.executable), "persistent"), "run", "--master", "local[2]", "count",
@@ -63,17 +63,7 @@ def test_a_job_stopped_by_ctrl_c_says_where_in_one_line_and_exits_quietly(spark_
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with open(log, "wb") as out:
         job = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while "batch 0.2:" not in log.read_text(errors="replace"):
-            assert job.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.2)
-        os.killpg(job.pid, signal.SIGINT)
-        returncode = job.wait(60)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+    returncode = interrupt_when(job, log, lambda: "batch 0.2:" in log.read_text(errors="replace"))
     text = log.read_text(errors="replace")
     assert returncode == 130, text
     stopped = [line for line in text.splitlines() if line.startswith("[persistent] stopped by SIGINT")]

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from crash_harness import Crasher
+from crash_harness import Crasher, interrupt_when
 from kafka_topics import new_topic
 from persistent.core.faults import CrashPoint
 from persistent.tools import cli
@@ -70,10 +70,8 @@ def test_a_running_pipeline_stopped_by_ctrl_c_has_given_its_totals_and_says_wher
     whole process group, as a terminal's Ctrl-C sends it, once stage 2 has given every
     total its input closes."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
     log, out = tmp_path / "run.log", tmp_path / "out.db"
     command = [os.path.join(os.path.dirname(sys.executable), "persistent"), "run", "--master", "local[2]", *SUBMIT,
@@ -92,17 +90,7 @@ def test_a_running_pipeline_stopped_by_ctrl_c_has_given_its_totals_and_says_wher
         except sqlite3.OperationalError:  # no table yet
             return {}
 
-    try:
-        deadline = time.monotonic() + 240
-        while totals() != expected_totals():
-            assert job.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.5)
-        os.killpg(job.pid, signal.SIGINT)
-        returncode = job.wait(60)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
+    returncode = interrupt_when(job, log, lambda: totals() == expected_totals(), timeout_s=240)
     text = log.read_text(errors="replace")
     assert returncode == 130, text
     stopped = [line for line in text.splitlines() if line.startswith("[persistent] stopped by SIGINT")]
