@@ -1,6 +1,9 @@
 """The Kafka case: the benchmark's events in a real topic, read through Spark's Kafka
 source by native Spark and by the vectorized task, so that the table shows what the
-source costs each of them next to the same events read from Parquet.
+source costs each of them next to the same events read from Parquet; and both writing
+their results to a topic (``-kafka-out``): native through Spark's Kafka sink
+(at-least-once), the vectorized task through this project's (``persistent.sinks.kafka``,
+a transaction per micro-batch).
 
 The broker is the tests' (``tests/jvm_servers.py``: a single-node KRaft broker on
 loopback, fetched from Maven Central with Spark's Kafka connector). Each data set is
@@ -23,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import jvm_servers  # noqa: E402
 
-__all__ = ["broker", "write_topic", "PARTITIONS"]
+__all__ = ["broker", "new_topic", "write_topic", "PARTITIONS"]
 
 PARTITIONS = 3
 
@@ -40,14 +43,21 @@ def broker():
         yield server
 
 
+def new_topic(bootstrap: str, prefix: str) -> str:
+    """The name of a new topic of ``PARTITIONS`` partitions, named from ``prefix``."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until its answer came
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    return topic
+
+
 def write_topic(bootstrap: str, dataset: Dataset) -> str:
     """Writes the events of ``dataset`` (its files, in order) to a new topic; returns its name."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    topic = f"bench-{dataset.name}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until its answer came
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    topic = new_topic(bootstrap, f"bench-{dataset.name}")
     # Idempotent, so that every partition keeps its records in event-time order.
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})

@@ -38,7 +38,8 @@ SKEWED = ("native", "vectorized", "folded", "bytewax")
 RECOVERY_KEYS = (100_000, 1_000_000)
 #: What each implementation is compared with (itself: nothing; else native over the same data set).
 BASELINES = {"window": "native-window", "folded-window": "native-window", "vectorized-small": "native-small",
-             "vectorized-kafka": "native-kafka", "native-scale": "native-scale", "vectorized-scale": "native-scale",
+             "vectorized-kafka": "native-kafka", "vectorized-kafka-out": "native-kafka-out",
+             "native-scale": "native-scale", "vectorized-scale": "native-scale",
              "folded-scale": "native-scale"}
 #: Rows of a micro-batch in the small-batch case (``small``).
 SMALL_BATCH_ROWS = 1_000
@@ -168,6 +169,10 @@ def _targets(results: list[RunResult], demo_seconds: float | None) -> list[dict]
         if v and native and v.checkpoint_bytes_per_batch and native.checkpoint_bytes_per_batch:
             target(f"checkpoint bytes a micro-batch at {most:,} keys, vectorized / native's state store",
                    v.checkpoint_bytes_per_batch / native.checkpoint_bytes_per_batch, 1.0, higher_is_better=False)
+    for keys in sorted({r.keys for r in results if r.name == "native-kafka-out"}):
+        r = find("vectorized-kafka-out", keys)
+        target(f"vectorized / native rows/s, Kafka in and out, at {keys:,} keys", ratio(r, find("native-kafka-out", keys)),
+               0.9, runs=r.ratio_spread if r else None)
     small = next((r for r in results if r.name == "vectorized-small"), None)
     native_small = next((r for r in results if r.name == "native-small"), None)
     if small and native_small:
@@ -343,20 +348,26 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
     return results, recovery
 
 
-def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], list[RunResult]]:
+def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], ...]:
     """Native and vectorized runs, taking turns, over the data set's events written to a
-    topic of a real Kafka broker, ``args.batch_rows`` records a micro-batch."""
+    topic of a real Kafka broker, ``args.batch_rows`` records a micro-batch: their
+    results dropped, then written to a new topic each run (``-kafka-out``)."""
     from bench import kafka
+    from persistent.sinks.kafka import KafkaSink
     from persistent.sources.kafka import KafkaSource
 
-    native, vectorized = [], []
+    native, vectorized, native_out, vectorized_out = [], [], [], []
     with kafka.broker() as broker:
         topic = kafka.write_topic(broker.bootstrap, dataset)
         source = KafkaSource(broker.bootstrap, topic, max_offsets_per_batch=args.batch_rows)
         for _ in range(args.repeats):
             native.append(runs.native(dataset, "native-kafka", source=source))
             vectorized.append(runs.vectorized(dataset, "vectorized-kafka", source=source)[0])
-    return native, vectorized
+            native_out.append(runs.native(dataset, "native-kafka-out", source=source,
+                                          to=(broker.bootstrap, kafka.new_topic(broker.bootstrap, "bench-out"))))
+            sink = KafkaSink(broker.bootstrap, kafka.new_topic(broker.bootstrap, "bench-out"))
+            vectorized_out.append(runs.vectorized(dataset, "vectorized-kafka-out", source=source, sink=sink)[0])
+    return native, vectorized, native_out, vectorized_out
 
 
 def _scale_turns(runs, work: Path, args) -> list[list[RunResult]]:

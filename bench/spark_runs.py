@@ -106,17 +106,30 @@ class SparkRuns:
         directory.mkdir(parents=True)
         return directory
 
-    def _query(self, name: str, dataset: Dataset, files, build, output_mode: str, source=None) -> RunResult:
+    def _query(self, name: str, dataset: Dataset, files, build, output_mode: str, source=None,
+               to: tuple[str, str] | None = None) -> RunResult:
         """A native query over ``files`` (or ``source``, a ``Source``): ``build(messages)``
-        is the result DataFrame."""
+        is the result DataFrame, dropped, or with ``to`` (brokers, topic) written to that
+        topic by Spark's Kafka sink (at-least-once), each row's key the record's key and
+        the row as JSON its value."""
+        from pyspark.sql import functions as F
+
         directory = self._directory(name, dataset)
         messages = (source or ParquetInput(files, directory / "input")).stream(self.spark)
         checkpoint = directory / "checkpoint"
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
+        results = build(messages)
+        if to is None:
+            writer = results.writeStream.format("noop")
+        else:
+            records = results.select(F.col("key").cast("string").alias("key"),
+                                     F.to_json(F.struct(*[c for c in results.columns if c != "key"])).alias("value"))
+            writer = (records.writeStream.format("kafka").option("kafka.bootstrap.servers", to[0])
+                      .option("topic", to[1]))
         with MemorySampler(self.spark) as memory:
             started = time.monotonic()
             query = (
-                build(messages).writeStream.format("noop").outputMode(output_mode)
+                writer.outputMode(output_mode)
                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
             )
             query.awaitTermination()
@@ -140,15 +153,15 @@ class SparkRuns:
 
     # -- native Spark ------------------------------------------------------------------
 
-    def native(self, dataset: Dataset, name: str = "native", source=None) -> RunResult:
+    def native(self, dataset: Dataset, name: str = "native", source=None, to: tuple[str, str] | None = None) -> RunResult:
         """``groupBy(key).agg(count, sum)`` over the data set's files or ``source`` (whose
-        values may be text, as Kafka's are)."""
+        values may be text, as Kafka's are), to ``to`` (``_query``)."""
         from pyspark.sql import functions as F
 
         return self._query(
             name, dataset, dataset.files,
             lambda m: m.groupBy("key").agg(F.count("*").alias("count"), F.sum(F.col("value").cast("long")).alias("sum")),
-            "update", source,
+            "update", source, to,
         )
 
     def native_window(self, dataset: Dataset) -> RunResult:
@@ -181,15 +194,15 @@ class SparkRuns:
     # -- this project ------------------------------------------------------------------
 
     def job(self, name: str, dataset: Dataset, task: PersistentTask, files: int | None = None,
-            source=None, watermark_delay_ms: int = 0) -> Job:
+            source=None, watermark_delay_ms: int = 0, sink: Sink | None = None) -> Job:
         """A job of ``task`` over ``dataset`` (its first ``files`` files), or over ``source``,
-        in a fresh directory."""
+        in a fresh directory; its results dropped, or written to ``sink``."""
         directory = self._directory(name, dataset)
         return Job(
             task=task,
             source=source or ParquetInput(dataset.first_files(files) if files else dataset.files, directory / "input"),
             watermark_delay_ms=watermark_delay_ms,
-            sink=NoopSink(),
+            sink=sink or NoopSink(),
             checkpoint_dir=str(directory / "checkpoint"),
             checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS,
             on_progress=None,
@@ -218,13 +231,13 @@ class SparkRuns:
         return self.run_job("per-message", dataset, self.job("per-message", dataset, CountSumPerMessage()))
 
     def vectorized(self, dataset: Dataset, name: str = "vectorized", checkpoints: bool = True,
-                   source=None) -> tuple[RunResult, Job]:
+                   source=None, sink: Sink | None = None) -> tuple[RunResult, Job]:
         """The vectorized task, with or without its checkpoints and clock, over the data
-        set's files or ``source``. A source of several partitions is read at slightly
-        different event times in each: a micro-batch's span of event time is allowed as
-        the watermark's delay, so that no event is late."""
+        set's files or ``source``, its results dropped or written to ``sink``. A source of
+        several partitions is read at slightly different event times in each: a
+        micro-batch's span of event time is allowed as the watermark's delay."""
         job = self.job(name, dataset, CountSumVectorized(), source=source,
-                       watermark_delay_ms=BATCH_SPAN_MS if source else 0)
+                       watermark_delay_ms=BATCH_SPAN_MS if source else 0, sink=sink)
         return self.run_job(name, dataset, job, checkpoints), job
 
     def folded(self, dataset: Dataset, name: str = "folded") -> RunResult:
