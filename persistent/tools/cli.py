@@ -121,7 +121,9 @@ def _status(args: argparse.Namespace) -> int:
     stages = open_pipeline(args.checkpoint_dir)
     if stages:
         for stage, root in enumerate(stages, 1):
-            print(f"{'' if stage == 1 else chr(10)}-- stage {stage}")
+            if stage > 1:
+                print()
+            print(f"-- stage {stage}")
             _job_status(open_job(root), args.batches)
         return 0
     _job_status(open_job(args.checkpoint_dir), args.batches)
