@@ -22,7 +22,7 @@ import sys
 from monoids import Count, Max, Product, Sum
 from persistent import GeneratorSource, PersistentTask, Pipeline
 from persistent.core.errors import ConfigError
-from persistent.tools.options import add_job_options, add_kafka_options, job_settings, run_app
+from persistent.tools.options import add_job_options, add_kafka_options, job_settings, kafka_source, run_app
 from state import NonWindowState, Window, WindowState
 
 #: The windows stage 1 counts in.
@@ -71,9 +71,7 @@ def build_pipeline(args) -> Pipeline:
     if not args.kafka:
         raise ConfigError("--kafka names the brokers of the topic between the stages")
     if args.topic:
-        from persistent import KafkaSource
-
-        source = KafkaSource(args.kafka, args.topic, max_offsets_per_batch=args.max_offsets_per_batch)
+        source = kafka_source(args)
     else:
         source = GeneratorSource(keys=args.keys, total=args.total, step_ms=args.step_ms,
                                  max_rows_per_batch=args.rows_per_batch)
