@@ -410,11 +410,9 @@ class KeyedTable:
     def _window_values(self, starts: range) -> WindowResults:
         size = self.window.size_ms if self.window else 0
         parts = []
-        for start in starts:
-            rows = (self.buckets >= start) & (self.buckets < start + size)
-            if rows.any():
-                keys, values = self._fold_per_key(rows)
-                parts.append((keys, np.full(len(keys), start, dtype=np.int64), values))
+        for start in self._holding_rows(starts):
+            keys, values = self._fold_per_key((self.buckets >= start) & (self.buckets < start + size))
+            parts.append((keys, np.full(len(keys), start, dtype=np.int64), values))
         if not parts:
             return WindowResults(np.empty(0, object), np.empty(0, np.int64), np.empty(0, np.int64), self.monoid.zeros(0))
         starts_ms = np.concatenate([p[1] for p in parts])
@@ -424,6 +422,15 @@ class KeyedTable:
             ends_ms=starts_ms + size,
             values=np.concatenate([p[2] for p in parts]),
         )
+
+    def _holding_rows(self, starts: range) -> list[int]:
+        """The window starts of ``starts`` whose windows hold a row, oldest first: found
+        from the panes there are, since ``starts`` may span every window since 0 (a
+        table that emitted nothing yet, and event times of today)."""
+        if not len(starts):
+            return []
+        return sorted({start for pane in np.unique(self.buckets).tolist()
+                       for start in self.window.starts_containing(pane) if start in starts})
 
     def _require_window(self) -> Window:
         if self.window is None:

@@ -344,6 +344,19 @@ def test_closed_windows_per_key_equal_brute_force():
     assert set(open_.starts_ms.tolist()) == {s for s in range(1300, 2000, 100)}
 
 
+def test_windows_of_times_now_close_at_once_in_a_table_that_starts_at_zero():
+    """Event times of today (some 1.8e12 ms) in a table that has emitted nothing: only
+    the windows that hold rows are looked at, not every window since 1970."""
+    now = 1_796_374_665_015
+    table = table_of(window=Window(1_000, 500))
+    apply(table, [("a", now, 1), ("b", now + 700, 2)])
+    closed = table.close_windows(now + 2_000)
+    assert sorted(zip(closed.keys.tolist(), closed.starts_ms.tolist(), closed.values.tolist())) == [
+        ("a", now // 500 * 500 - 500, 1), ("a", now // 500 * 500, 1),
+        ("b", (now + 700) // 500 * 500 - 500, 2), ("b", (now + 700) // 500 * 500, 2)]
+    assert len(table.open_windows()) == 0
+
+
 def test_checkpoints_of_a_windowed_table_prune_panes_of_closed_windows():
     window = Window(300, 100)
     table = table_of(window=window)
