@@ -3,9 +3,10 @@
 ``Pipeline.of(source, task_a, "topic-a", task_b, sink=..., ...)`` makes one ``Job`` a
 stage: the first reads the pipeline's source, each later one the topic the stage
 before it writes, and the last writes the pipeline's sink. A stage writes its topic
-with the Kafka sink, in one transaction per micro-batch (``persistent.sinks.kafka``),
-and the next reads it with ``isolation.level=read_committed``, so it reads every
-committed micro-batch once and nothing of one that was aborted. Each stage has its own
+with the Kafka sink, in one transaction per micro-batch, each in one partition of the
+topic (``persistent.sinks.kafka``), and the next reads it with
+``isolation.level=read_committed``, so it reads every committed micro-batch once,
+whole, and nothing of one that was aborted. Each stage has its own
 checkpoint directory (``DIR/stage-N``), clock and recovery path (A or B), as any job.
 
 Event time crosses a topic as the record's timestamp: a window's end, or the time a
@@ -71,7 +72,8 @@ class Pipeline:
         jobs = []
         for at, task in enumerate(tasks, 1):
             stage_source = source if at == 1 else KafkaSource(bootstrap_servers, topics[at - 2], kafka_options=reading)
-            stage_sink = sink if at == len(tasks) else KafkaSink(bootstrap_servers, topics[at - 1], options)
+            stage_sink = sink if at == len(tasks) else KafkaSink(bootstrap_servers, topics[at - 1], options,
+                                                                 one_partition_per_batch=True)
             port = settings.get("metrics_port")
             jobs.append(Job(task=task, source=stage_source, sink=stage_sink,
                             checkpoint_dir=stage_directory(checkpoint_dir, at),

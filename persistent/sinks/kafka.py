@@ -18,6 +18,14 @@ timestamp and ``window_start`` and ``window_end`` headers (ms); every record has
 headers ``generation`` and ``batch``. A state value's record (no windows) has the
 time it was written as its timestamp.
 
+A topic between two stages of a pipeline (``one_partition_per_batch``) takes each
+micro-batch's records in one partition, the micro-batch's number modulo the topic's
+partitions: Kafka makes a committed transaction visible to ``read_committed`` readers
+partition by partition, so a stage reading two partitions could see one partition's
+part of a micro-batch, move its watermark past the other part, and then find those
+records late. One transaction in one partition is seen whole or not at all, and the
+next transaction of the writer begins only once the last is visible everywhere.
+
 After a restart from the clock (path B) the micro-batches after the clock are
 computed again in a new generation: a windowed task's windows that a committed
 transaction already holds (the marker records the newest window end it published)
@@ -52,7 +60,7 @@ class KafkaSink(Sink):
     reads_once = True  # the results come to the driver (``toPandas``) before the transaction
 
     def __init__(self, bootstrap_servers: str, topic: str, kafka_options: Mapping[str, str] | None = None,
-                 transactional_id: str | None = None):
+                 transactional_id: str | None = None, one_partition_per_batch: bool = False):
         if not bootstrap_servers or not topic:
             raise ConfigError("kafka sink: bootstrap_servers and topic must not be empty")
         options = dict(kafka_options or {})
@@ -61,6 +69,9 @@ class KafkaSink(Sink):
             raise ConfigError(f"kafka sink: options {', '.join(odd)} are not producer options (kafka.NAME)")
         self.bootstrap_servers, self.topic, self.kafka_options = bootstrap_servers, topic, options
         self.transactional_id = transactional_id or f"persistent-{topic}"
+        self.one_partition_per_batch = one_partition_per_batch
+        #: The topic's partitions, as its metadata says when this run starts.
+        self._partitions = 0
         #: This run's producer, and its consumer of the sink's group (for the marker).
         self._producer = self._group = None
         #: The newest marker committed: generation, micro-batch, newest window end published.
@@ -88,13 +99,16 @@ class KafkaSink(Sink):
             return  # a replay of a micro-batch whose transaction committed
         published_ms = marker[2] if marker is not None else -1
         if windowed and len(frame):
-            frame = frame[frame["window_end"] > published_ms]  # windows a path-B replay closes again
+            # Not the windows a path-B replay closes again; the others in the order of their
+            # ends, so each partition's timestamps never go back for the stage reading it.
+            frame = frame[frame["window_end"] > published_ms].sort_values("window_end", kind="stable")
         newest_ms = max(published_ms, int(frame["window_end"].max())) if windowed and len(frame) else published_ms
         headers = [("generation", str(batch.generation).encode()), ("batch", str(batch.batch).encode())]
         try:
             producer.begin_transaction()
             try:
-                self._produce(producer, frame, windowed, headers)
+                partition = batch.batch % self._partitions if self.one_partition_per_batch else None
+                self._produce(producer, frame, windowed, headers, partition)
                 self._commit_marker(producer, batch, newest_ms)
                 crash_point(CrashPoint.SINK)
                 producer.commit_transaction(_TIMEOUT_S)
@@ -111,7 +125,7 @@ class KafkaSink(Sink):
                 f"it replays the micro-batch (path A)") from None
         self._marker = (batch.generation, batch.batch, newest_ms)
 
-    def _produce(self, producer, frame, windowed: bool, headers: list) -> None:
+    def _produce(self, producer, frame, windowed: bool, headers: list, partition: int | None) -> None:
         from confluent_kafka import KafkaException
 
         values = frame["value"].tolist()
@@ -124,6 +138,8 @@ class KafkaSink(Sink):
             record = {"value": _text(value), "key": _text(key), "headers": headers + extra}
             if windowed:
                 record["timestamp"] = int(ends[i])
+            if partition is not None:
+                record["partition"] = partition
             while True:
                 try:
                     producer.produce(self.topic, **record)
@@ -180,6 +196,7 @@ class KafkaSink(Sink):
             if error is not None:
                 raise ConfigError(f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: {error.str()} "
                                   f"(create it first)")
+            self._partitions = len(topics[self.topic].partitions)
             (committed,) = consumer.committed([TopicPartition(self.topic, 0)], timeout=_TIMEOUT_S)
         except KafkaException as exc:
             raise SetupError(f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: {_reason(exc)}") from None
