@@ -14,6 +14,7 @@ returns its end, for a failure message), and stops it on exit::
         hdfs.uri             # "hdfs://127.0.0.1:PORT"
         hdfs.webhdfs         # "127.0.0.1:PORT"
         hdfs.restart_namenode()
+        kafka.kill(); kafka.start_again()
 
 ``fetch`` also records a class data sharing archive for the tests' Spark JVMs
 (``spark_class_archive``): a run of the count example with ``spark-submit`` writes it.
@@ -431,30 +432,47 @@ class KafkaBroker(_JavaServer):
             **self.properties,
         }
 
+    def kill(self) -> None:
+        """SIGKILLs the broker, as a crash would: its clients' requests fail until ``start_again``."""
+        self.process.kill()
+        self.process.wait()
+
+    def start_again(self) -> None:
+        """Starts the killed broker on its ports and data, as its machine's restart would."""
+        self._launch(_classpath(self._jars / self.name))
+
     def _start(self, classpath: str) -> None:
-        self.port, controller_port = _free_ports(2)
+        self.port, self._controller_port = _free_ports(2)
         config = self.directory / "server.properties"
         config.write_text(
-            "".join(f"{key}={value}\n" for key, value in self._settings(controller_port).items())
+            "".join(f"{key}={value}\n" for key, value in self._settings(self._controller_port).items())
         )
-        log4j = self.directory / "log4j2.properties"
-        log4j.write_text(_KAFKA_LOG4J)
-        logging = (f"-Dlog4j2.configurationFile={log4j}",)
+        (self.directory / "log4j2.properties").write_text(_KAFKA_LOG4J)
         with open(self.log, "ab") as log:
             formatted = subprocess.run(
                 self._command(classpath, "kafka.tools.StorageTool", "format",
                               "--cluster-id", _cluster_id(), "--config", str(config),
-                              options=logging),
+                              options=self._logging()),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             )
-            if formatted.returncode != 0:
-                raise self._failed("storage could not be formatted")
+        if formatted.returncode != 0:
+            raise self._failed("storage could not be formatted")
+        self._launch(classpath)
+
+    def _logging(self) -> tuple[str, ...]:
+        return (f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",)
+
+    def _launch(self, classpath: str) -> None:
+        """Starts the broker of ``server.properties``; returns once it serves."""
+        started = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                self._command(classpath, self.main, str(config), options=logging),
+                self._command(classpath, self.main, str(self.directory / "server.properties"),
+                              options=self._logging()),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + self.start_timeout
-        while "Kafka Server started" not in self.log.read_text(errors="replace"):
+        while b"Kafka Server started" not in self.log.read_bytes()[started:]:
             if self.process.poll() is not None:
                 raise self._failed(f"exited with status {self.process.returncode}")
             if time.monotonic() > deadline:

@@ -7,13 +7,14 @@ process holds the broker."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pandas as pd
 import pytest
 
 from kafka_topics import new_topic
-from persistent.core.errors import ConfigError, RestartRefusedError, SetupError
+from persistent.core.errors import ConfigError, OutputError, RestartRefusedError, SetupError
 from persistent.sinks import kafka as kafka_sink
 from persistent.sinks.base import BatchId
 from persistent.sinks.kafka import KafkaSink
@@ -40,7 +41,7 @@ def topic(kafka_broker) -> str:
 
 def committed(bootstrap: str, topic: str) -> list[tuple]:
     """Every record of ``topic`` a read_committed consumer sees until it has waited 2 s
-    for more: key, value, timestamp, headers; by generation, micro-batch and key."""
+    for more: key, value, timestamp, headers, partition; by generation, micro-batch and key."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
@@ -55,7 +56,7 @@ def committed(bootstrap: str, topic: str) -> list[tuple]:
             if message is not None:
                 assert message.error() is None, message.error()
                 records.append((message.key().decode(), message.value().decode(), message.timestamp()[1],
-                                {k: v.decode() for k, v in message.headers() or []}))
+                                {k: v.decode() for k, v in message.headers() or []}, message.partition()))
     finally:
         consumer.close()
     return sorted(records, key=lambda r: (int(r[3]["generation"]), int(r[3]["batch"]), r[0]))
@@ -70,7 +71,7 @@ def test_each_micro_batch_is_read_once_and_a_replay_of_a_committed_one_writes_no
     restarted.write(Results([("a", 3)]), BatchId(0, 1), False)
     restarted.write(Results([("b", 5)]), BatchId(0, 2), False)
     records = committed(kafka_broker.bootstrap, topic)
-    assert [(key, value, headers) for key, value, _, headers in records] == [
+    assert [(key, value, headers) for key, value, _, headers, _ in records] == [
         ("a", "1", {"generation": "0", "batch": "0"}), ("b", "2", {"generation": "0", "batch": "0"}),
         ("a", "3", {"generation": "0", "batch": "1"}), ("b", "5", {"generation": "0", "batch": "2"})]
     assert restarted.newest_generation(None) == 0
@@ -91,8 +92,16 @@ def test_a_transaction_killed_before_its_commit_is_aborted_and_the_replay_writes
         sink.write(Results([("a", 2), ("b", 1)]), BatchId(0, 1), False)
     monkeypatch.undo()
     KafkaSink(kafka_broker.bootstrap, topic).write(Results([("a", 2), ("b", 1)]), BatchId(0, 1), False)
-    assert [(key, value) for key, value, _, _ in committed(kafka_broker.bootstrap, topic)] == [
+    assert [(key, value) for key, value, _, _, _ in committed(kafka_broker.bootstrap, topic)] == [
         ("a", "1"), ("a", "2"), ("b", "1")]
+
+
+def test_a_topic_between_stages_takes_each_micro_batch_whole_in_one_partition_in_turn(kafka_broker, topic):
+    sink = KafkaSink(kafka_broker.bootstrap, topic, one_partition_per_batch=True)
+    for batch in range(3):
+        sink.write(Results([(key, batch) for key in "abcdef"]), BatchId(0, batch), False)
+    records = committed(kafka_broker.bootstrap, topic)
+    assert {(headers["batch"], partition) for _, _, _, headers, partition in records} == {("0", 0), ("1", 1), ("2", 0)}
 
 
 def test_a_stale_writer_is_fenced_and_its_open_transaction_never_becomes_visible(kafka_broker, topic):
@@ -107,7 +116,27 @@ def test_a_stale_writer_is_fenced_and_its_open_transaction_never_becomes_visible
     KafkaSink(kafka_broker.bootstrap, topic).write(Results([("a", 2)]), BatchId(1, 0), False)
     with pytest.raises(KafkaException, match="(?i)fenced"):
         producer.commit_transaction(30)
-    assert [(key, value) for key, value, _, _ in committed(kafka_broker.bootstrap, topic)] == [("a", "1"), ("a", "2")]
+    assert [(key, value) for key, value, _, _, _ in committed(kafka_broker.bootstrap, topic)] == [("a", "1"), ("a", "2")]
+
+
+def test_a_broker_killed_inside_a_transaction_fails_the_batch_in_one_line_and_the_replay_after_it_returns_is_exact(
+        kafka_broker, topic, monkeypatch):
+    sink = KafkaSink(kafka_broker.bootstrap, topic)
+    sink.write(Results([("a", 1)]), BatchId(0, 0), False)
+    monkeypatch.setattr(kafka_sink, "_TIMEOUT_S", 5)
+    monkeypatch.setattr(kafka_sink, "crash_point", lambda point: kafka_broker.kill())  # records sent, no commit
+    try:
+        with pytest.raises(OutputError) as failed:
+            sink.write(Results([("a", 2), ("b", 1)]), BatchId(0, 1), False)
+    finally:
+        monkeypatch.undo()
+        kafka_broker.start_again()
+    assert re.fullmatch(rf"kafka sink: topic {topic} on 127\.0\.0\.1:\d+: micro-batch 0\.1 is not written \(.+\); "
+                        r"start the job again once the brokers take it: it replays the micro-batch \(path A\)",
+                        str(failed.value)), failed.value
+    KafkaSink(kafka_broker.bootstrap, topic).write(Results([("a", 2), ("b", 1)]), BatchId(0, 1), False)
+    assert [(key, value) for key, value, _, _, _ in committed(kafka_broker.bootstrap, topic)] == [
+        ("a", "1"), ("a", "2"), ("b", "1")]
 
 
 def test_windows_carry_their_end_as_timestamp_and_a_path_b_replay_does_not_publish_a_window_twice(
@@ -121,7 +150,7 @@ def test_windows_carry_their_end_as_timestamp_and_a_path_b_replay_does_not_publi
     rewound.write(Results([("a", 2_000, 3_000, 7)], windowed=True), BatchId(1, 1), True)
     records = committed(kafka_broker.bootstrap, topic)
     assert [(key, value, timestamp, headers["window_start"], headers["window_end"])
-            for key, value, timestamp, headers in records] == [
+            for key, value, timestamp, headers, _ in records] == [
         ("a", "4", 1_000, "0", "1000"), ("b", "1", 1_000, "0", "1000"), ("a", "2", 2_000, "1000", "2000"),
         ("a", "7", 3_000, "2000", "3000")]
 
@@ -156,7 +185,7 @@ def test_the_count_example_killed_at_every_crash_point_writes_each_micro_batch_o
     final = crasher.run()
     assert final.returncode == 0, final.log
     records = committed(kafka_broker.bootstrap, topic)
-    batches = [(headers["generation"], headers["batch"], key) for key, _, _, headers in records]
+    batches = [(headers["generation"], headers["batch"], key) for key, _, _, headers, _ in records]
     assert len(batches) == len(set(batches)), f"seed {crasher.seed}: a micro-batch's record read twice"
-    newest = {key: int(value) for key, value, _, _ in records}  # by generation, micro-batch: the newest last
+    newest = {key: int(value) for key, value, _, _, _ in records}  # by generation, micro-batch: the newest last
     assert newest == source.written, f"seed {crasher.seed}"
