@@ -1,21 +1,18 @@
-"""A pipeline of two stateful stages chained through a topic of the real broker
-(``examples/pipeline.py``): per-user counts per 10 s window, then each user's total and
-largest window count. Killed inside stage 1's Kafka transaction and after a commit,
-restarted on path A, then stage 2 restarted from its clock (path B): the totals equal
-those the generator's messages give."""
+"""The pipeline example (``examples/pipeline.py``) of two stateful stages chained through
+a topic of the real broker: per-user counts per 10 s window, then each user's total and
+largest window count. Run until Ctrl-C, its totals equal those the generator's
+messages give. (``test_exactly_once_verifier`` kills and restarts a pipeline.)"""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from collections import Counter
 
 import pytest
 
-from crash_harness import Crasher, interrupt_when
+from crash_harness import interrupt_when
 from kafka_topics import new_topic
-from persistent.core.faults import CrashPoint
 from persistent.tools import cli
 from test_kafka import SUBMIT
 
@@ -42,30 +39,8 @@ def between(kafka_broker) -> str:
     return new_topic(kafka_broker.bootstrap, "windows", 2)
 
 
-def test_two_stages_killed_on_path_a_and_restarted_from_the_clock_give_each_users_totals_once(
-        tmp_path, kafka_broker, between, capsys):
-    args = ["--kafka", kafka_broker.bootstrap, "--between", between, "--checkpoint", str(tmp_path / "ck"),
-            "--output", f"sqlite://{tmp_path / 'out.db'}", "--available-now", "--keys", str(KEYS),
-            "--total", str(TOTAL), "--rows-per-batch", "2500", "--key-groups", "2"]
-    crasher = Crasher("pipeline", args, tmp_path, submit=SUBMIT)
-    crasher.crash_at(CrashPoint.SINK, 2)  # inside stage 1's second transaction
-    crasher.crash_at(CrashPoint.COMMITTED, 9)  # a micro-batch of stage 2 written, Spark's commit of it not yet
-    assert crasher.run(standby_next=True).returncode == 0
-    shutil.rmtree(tmp_path / "ck" / "stage-2" / "spark")  # stage 2 restarts from its clock
-    final = crasher.run()
-    assert final.returncode == 0, final.log
-    assert "recovery path B" in final.log, final.log
-    with sqlite3.connect(tmp_path / "out.db") as db:
-        totals = {user: json.loads(value) for user, value in db.execute("SELECT user, totals FROM user_totals")}
-    assert totals == expected_totals(), f"seed {crasher.seed}"
-
-    assert cli.main(["status", str(tmp_path / "ck")]) == 0
-    out = capsys.readouterr().out
-    assert "-- stage 1\njob directory  " in out and "\n\n-- stage 2\njob directory  " in out
-
-
 def test_a_running_pipeline_stopped_by_ctrl_c_has_given_its_totals_and_says_where_its_last_stage_stopped(
-        tmp_path, kafka_broker, between):
+        tmp_path, kafka_broker, between, capsys):
     """Without --available-now the stages run at once until a signal: here SIGINT to the
     whole process group, as a terminal's Ctrl-C sends it, once stage 2 has given every
     total its input closes."""
@@ -95,3 +70,7 @@ def test_a_running_pipeline_stopped_by_ctrl_c_has_given_its_totals_and_says_wher
     assert returncode == 130, text
     stopped = [line for line in text.splitlines() if line.startswith("[persistent] stopped by SIGINT")]
     assert len(stopped) == 1 and "stage-2" in stopped[0], text
+
+    assert cli.main(["status", str(tmp_path / "ck")]) == 0
+    out = capsys.readouterr().out
+    assert "-- stage 1\njob directory  " in out and "\n\n-- stage 2\njob directory  " in out
