@@ -31,7 +31,7 @@ from bench.measure import RunResult, pool, ratio_spread  # noqa: E402
 
 #: Implementations, in the order they run over each data set.
 NAMES = ("native", "per-key", "per-message", "vectorized", "no-checkpoints", "folded", "window", "folded-window",
-         "native-window", "recovery", "small", "kafka", "scale", "demo", "bytewax")
+         "native-window", "recovery", "small", "kafka", "latency", "scale", "demo", "bytewax")
 #: Implementations that also run over skewed keys.
 SKEWED = ("native", "vectorized", "folded", "bytewax")
 #: Key counts at which the restart of the vectorized job is timed.
@@ -59,6 +59,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka-keys", default="100000",
                    help="key counts whose events native and vectorized also read from a real Kafka topic "
                         "(the case 'kafka'); empty for none")
+    p.add_argument("--latency-rate", type=int, default=20_000,
+                   help="records a second the latency case writes to its topic (default %(default)s)")
+    p.add_argument("--latency-seconds", type=int, default=60,
+                   help="seconds the latency case writes for, in each of its runs (default %(default)s)")
     p.add_argument("--scale-keys", default="100000,10000000",
                    help="key counts of the case whose state grows (the case 'scale': native, vectorized and "
                         "folded over --scale-events events each); the growth of a batch's time is from the "
@@ -111,7 +115,7 @@ def _machine() -> dict:
             "system": platform.platform()}
 
 
-def _targets(results: list[RunResult], demo_seconds: float | None) -> list[dict]:
+def _targets(results: list[RunResult], demo_seconds: float | None, latency: list[dict]) -> list[dict]:
     """The project's targets, as measured (reported, not asserted)."""
 
     def find(name, keys, distribution="uniform"):
@@ -173,6 +177,11 @@ def _targets(results: list[RunResult], demo_seconds: float | None) -> list[dict]
         r = find("vectorized-kafka-out", keys)
         target(f"vectorized / native rows/s, Kafka in and out, at {keys:,} keys", ratio(r, find("native-kafka-out", keys)),
                0.9, runs=r.ratio_spread if r else None)
+    for trigger_ms in dict.fromkeys(r["trigger_ms"] for r in latency):
+        p99 = {r["implementation"]: r["p99_ms"] for r in latency if r["trigger_ms"] == trigger_ms}
+        if {"native", "persistent"} <= p99.keys():
+            target(f"p99 latency, Kafka in and out, trigger {_trigger({'trigger_ms': trigger_ms})}, ours / native's",
+                   p99["persistent"] / p99["native"], 1.2, higher_is_better=False)
     small = next((r for r in results if r.name == "vectorized-small"), None)
     native_small = next((r for r in results if r.name == "native-small"), None)
     if small and native_small:
@@ -206,7 +215,7 @@ def run(args) -> int:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="persistent-bench-"))
     started = time.monotonic()
     try:
-        results, recovery = _run_all(args, only, keys, skewed, work)
+        results, recovery, latency = _run_all(args, only, keys, skewed, work)
         demo_seconds = _time_demo(work) if "demo" in only else None
     finally:
         if not args.work:
@@ -218,11 +227,12 @@ def run(args) -> int:
         if base is not None and base is not r and base.rows_per_s:
             r.ratio, r.baseline = r.rows_per_s / base.rows_per_s, baseline
             r.ratio_spread = ratio_spread(r, base)
-    targets = _targets(results, demo_seconds)
+    targets = _targets(results, demo_seconds, latency)
     extra = {
         "machine": _machine(), "versions": _versions(), "master": args.master, "events": args.events,
         "batch_rows": args.batch_rows, "batch_span_ms": BATCH_SPAN_MS, "zipf_exponent": ZIPF_EXPONENT,
-        "seconds": round(time.monotonic() - started, 1), "recovery": recovery, "targets": targets,
+        "seconds": round(time.monotonic() - started, 1), "recovery": recovery, "latency": latency,
+        "targets": targets,
         "demo_seconds": demo_seconds, "small_batch": {"rows": SMALL_BATCH_ROWS, "keys": args.small_keys},
         "scale": {"events": args.scale_events, "keys": _int_list(args.scale_keys)},
     }
@@ -232,6 +242,10 @@ def run(args) -> int:
     print(report.cpu_table(results))
     for r in recovery:
         print(f"recovery path {r['path']} at {r['keys']:,} keys: {r['seconds']:.1f} s to the first micro-batch")
+    for r in latency:
+        parts = ", ".join(f"{name} {ms:,.0f}" for name, ms in sorted(r["median_ms"].items(), key=lambda p: -p[1]) if ms)
+        print(f"latency {r['implementation']}, trigger {_trigger(r)}, {r['rate']:,} records/s: p50 {r['p50_ms']:,.0f} ms, "
+              f"p99 {r['p99_ms']:,.0f} ms; {r['batches']} micro-batches, median ms: {parts}")
     if demo_seconds is not None:
         print(f"make demo: {demo_seconds:.1f} s (examples/demo.py, a fresh checkpoint)")
     for t in targets:
@@ -250,6 +264,7 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
     print(f"bench: generated {len(datasets)} data sets of {args.events:,} events", file=sys.stderr)
     results: list[RunResult] = []
     recovery: list[dict] = []
+    latency: list[dict] = []
 
     def record(result: RunResult) -> None:
         results.append(result)
@@ -263,7 +278,7 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
         from bench.spark_runs import SparkRuns
 
         settings = {"spark.driver.memory": "6g"}
-        if "kafka" in spark_names:
+        if spark_names & {"kafka", "latency"}:
             from importlib.metadata import version
 
             from persistent.sources.kafka import KAFKA_PACKAGE
@@ -336,6 +351,8 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                             recovery.append({"path": path, "keys": dataset.keys, "seconds": round(seconds, 2)})
                             print(f"bench: recovery path {path} at {dataset.keys:,} keys: {seconds:.1f} s",
                                   file=sys.stderr)
+            if "latency" in spark_names:
+                latency = _latency_turns(spark, work, args)
             if "scale" in spark_names:
                 for taken in _scale_turns(runs, work, args):
                     record(pool(taken))
@@ -345,7 +362,7 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
         for dataset in datasets:
             if dataset.distribution == "uniform" or "bytewax" in SKEWED:
                 record(peer.run_bytewax(dataset, work))
-    return results, recovery
+    return results, recovery, latency
 
 
 def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], ...]:
@@ -368,6 +385,26 @@ def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], ...]:
             sink = KafkaSink(broker.bootstrap, kafka.new_topic(broker.bootstrap, "bench-out"))
             vectorized_out.append(runs.vectorized(dataset, "vectorized-kafka-out", source=source, sink=sink)[0])
     return native, vectorized, native_out, vectorized_out
+
+
+def _latency_turns(spark, work: Path, args) -> list[dict]:
+    """The latency case (``bench.latency``): native and this project's count in turn, with
+    Spark's default trigger and with ``TRIGGER_MS``."""
+    from bench import kafka, latency
+
+    runs = []
+    with kafka.broker() as broker:
+        for trigger_ms in (None, latency.TRIGGER_MS):
+            for implementation in ("native", "persistent"):
+                runs.append(latency.measure(spark, work, broker.bootstrap, implementation, trigger_ms,
+                                            args.latency_rate, args.latency_seconds))
+                print(f"bench: latency {implementation}, trigger {_trigger(runs[-1])}: p50 {runs[-1]['p50_ms']:,.0f} ms, "
+                      f"p99 {runs[-1]['p99_ms']:,.0f} ms", file=sys.stderr)
+    return runs
+
+
+def _trigger(run: dict) -> str:
+    return "default" if run["trigger_ms"] is None else f"{run['trigger_ms']:,} ms"
 
 
 def _scale_turns(runs, work: Path, args) -> list[list[RunResult]]:

@@ -49,6 +49,8 @@ __all__ = ["KafkaSink", "kafka_sink_from_uri"]
 
 #: Seconds the driver waits for the brokers (metadata, a transaction's commit).
 _TIMEOUT_S = 30
+#: Records handed to the producer between two calls that serve its delivery reports.
+_POLL_EVERY = 10_000
 
 
 class KafkaSink(Sink):
@@ -128,25 +130,25 @@ class KafkaSink(Sink):
     def _produce(self, producer, frame, windowed: bool, headers: list, partition: int | None) -> None:
         from confluent_kafka import KafkaException
 
-        values = frame["value"].tolist()
-        keys = frame["key"].tolist()
-        ends = frame["window_end"].tolist() if windowed else None
-        starts = frame["window_start"].tolist() if windowed else None
+        produce, topic = producer.produce, self.topic
+        keys, values = _texts(frame["key"]), _texts(frame["value"])
+        where = {} if partition is None else {"partition": partition}
+        if windowed:
+            starts, ends = frame["window_start"].tolist(), frame["window_end"].tolist()
         for i, (key, value) in enumerate(zip(keys, values)):
-            extra = ([("window_start", str(starts[i]).encode()), ("window_end", str(ends[i]).encode())]
-                     if windowed else [])
-            record = {"value": _text(value), "key": _text(key), "headers": headers + extra}
             if windowed:
-                record["timestamp"] = int(ends[i])
-            if partition is not None:
-                record["partition"] = partition
+                where.update(timestamp=ends[i], headers=[*headers, ("window_start", str(starts[i]).encode()),
+                                                         ("window_end", str(ends[i]).encode())])
+            else:
+                where["headers"] = headers
             while True:
                 try:
-                    producer.produce(self.topic, **record)
+                    produce(topic, value, key, **where)
                     break
                 except BufferError:  # the local queue is full: let it drain
                     producer.poll(0.05)
-            producer.poll(0)
+            if i % _POLL_EVERY == 0:
+                producer.poll(0)
         if producer.flush(_TIMEOUT_S) > 0:
             raise KafkaException(f"records not delivered within {_TIMEOUT_S} s")
 
@@ -227,8 +229,9 @@ def _reason(exc) -> str:
     return error.str() if hasattr(error, "str") else str(error)
 
 
-def _text(value) -> bytes | None:
-    return None if value is None else str(value).encode()
+def _texts(column) -> list[bytes | None]:
+    """A column's values as the bytes of their text (None stays None)."""
+    return [None if value is None else str(value).encode() for value in column.tolist()]
 
 
 def kafka_sink_from_uri(uri: str) -> KafkaSink:

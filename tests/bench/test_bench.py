@@ -170,7 +170,7 @@ def test_the_scale_case_reports_its_ratio_its_batches_growth_and_its_checkpoint_
                result("native-scale", 10_000_000, 150, 1_250, 3_300),
                result("vectorized-scale", 10_000_000, 165, 1_080, 6_600),
                result("folded-scale", 10_000_000, 135, 1_150, 6_600)]
-    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets(results, None)}
+    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets(results, None, [])}
     assert measured == {
         "vectorized-scale / native rows/s at 10,000,000 keys": (1.1, True),
         "folded-scale / native rows/s at 10,000,000 keys": (0.9, False),
@@ -178,3 +178,26 @@ def test_the_scale_case_reports_its_ratio_its_batches_growth_and_its_checkpoint_
         "median batch growth from 100,000 to 10,000,000 keys, vectorized / native": (0.831, True),
         "checkpoint bytes a micro-batch at 10,000,000 keys, vectorized / native's state store": (2.0, False),
     }
+
+
+def test_a_records_latency_runs_from_its_produce_to_the_first_result_that_counts_it():
+    from bench.latency import latencies_ms
+
+    produced = np.array([1_000, 1_001, 1_010, 1_011, 1_020])  # keys 0, 1, 0, 1, 0 of two
+    seen = [(0, 1, 1_100), (1, 1, 1_105), (1, 1, 1_106), (0, 3, 1_150), (1, 2, 1_200)]  # a result read twice
+    assert latencies_ms(produced, seen, 2, 0).tolist() == [100, 104, 140, 189, 130]
+    assert latencies_ms(produced, seen, 2, 3).tolist() == [189, 130]
+    with pytest.raises(RuntimeError, match="key k1 was never counted up to 2"):
+        latencies_ms(produced, seen[:4], 2, 0)
+
+
+def test_the_latency_case_compares_each_triggers_p99_with_natives():
+    from bench.run import _targets
+
+    latency = [{"implementation": "native", "trigger_ms": None, "p99_ms": 1_000.0},
+               {"implementation": "persistent", "trigger_ms": None, "p99_ms": 1_100.0},
+               {"implementation": "native", "trigger_ms": 1_000, "p99_ms": 1_500.0},
+               {"implementation": "persistent", "trigger_ms": 1_000, "p99_ms": 2_000.0}]
+    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets([], None, latency)}
+    assert measured == {"p99 latency, Kafka in and out, trigger default, ours / native's": (1.1, True),
+                        "p99 latency, Kafka in and out, trigger 1,000 ms, ours / native's": (1.333, False)}
