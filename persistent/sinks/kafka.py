@@ -74,7 +74,7 @@ class KafkaSink(Sink):
         self.one_partition_per_batch = one_partition_per_batch
         #: The topic's partitions, as its metadata says when this run starts.
         self._partitions = 0
-        #: This run's producer, and its consumer of the sink's group (for the marker).
+        #: This run's producer, and the metadata of the sink's consumer group (for the marker).
         self._producer = self._group = None
         #: The newest marker committed: generation, micro-batch, newest window end published.
         self._marker: tuple[int, int, int] | None = None
@@ -119,7 +119,6 @@ class KafkaSink(Sink):
                 raise
         except KafkaException as exc:
             # A fenced or failed producer takes no more transactions: the next write makes another.
-            self._group.close()
             self._producer = self._group = None
             raise OutputError(
                 f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: micro-batch {batch.generation}."
@@ -157,7 +156,7 @@ class KafkaSink(Sink):
 
         metadata = json.dumps({"generation": batch.generation, "batch": batch.batch, "published_ms": newest_ms})
         producer.send_offsets_to_transaction([TopicPartition(self.topic, 0, batch.batch + 1, metadata=metadata)],
-                                             self._group.consumer_group_metadata(), _TIMEOUT_S)
+                                             self._group, _TIMEOUT_S)
 
     @staticmethod
     def _abort(producer) -> None:
@@ -183,7 +182,9 @@ class KafkaSink(Sink):
                 raise SetupError(f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: the producer's "
                                  f"transactions did not start: {_reason(exc)}") from None
             self._marker = self._read_marker()
-            self._producer, self._group = producer, self._consumer()
+            group = self._consumer()  # only for its metadata, which outlives it: no connection stays open
+            self._producer, self._group = producer, group.consumer_group_metadata()
+            group.close()
         return self._producer
 
     def _read_marker(self) -> tuple[int, int, int] | None:
