@@ -131,15 +131,15 @@ class KafkaSink(Sink):
 
         produce, topic = producer.produce, self.topic
         keys, values = _texts(frame["key"]), _texts(frame["value"])
-        where = {} if partition is None else {"partition": partition}
+        where = {"headers": headers}
+        if partition is not None:
+            where["partition"] = partition
         if windowed:
             starts, ends = frame["window_start"].tolist(), frame["window_end"].tolist()
         for i, (key, value) in enumerate(zip(keys, values)):
             if windowed:
                 where.update(timestamp=ends[i], headers=[*headers, ("window_start", str(starts[i]).encode()),
                                                          ("window_end", str(ends[i]).encode())])
-            else:
-                where["headers"] = headers
             while True:
                 try:
                     produce(topic, value, key, **where)
@@ -189,7 +189,8 @@ class KafkaSink(Sink):
 
     def _read_marker(self) -> tuple[int, int, int] | None:
         """The sink's newest committed marker: generation, micro-batch and newest window
-        end published; None when it has committed none. Checks the topic exists."""
+        end published; None when it has committed none. Checks the topic exists and
+        records its number of partitions (``_partitions``)."""
         from confluent_kafka import KafkaException, TopicPartition
 
         consumer = self._consumer()
