@@ -4,6 +4,7 @@ and the bytes a checkpoint directory holds."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 import threading
@@ -40,6 +41,8 @@ class RunResult:
     rows: int = 0
     rows_per_s: float = 0.0
     median_batch_ms: float = 0.0
+    #: The 99th percentile of the measured batches' times (nearest rank).
+    p99_batch_ms: float = 0.0
     peak_driver_mb: float | None = None
     peak_worker_mb: float | None = None
     checkpoint_bytes_per_batch: float | None = None
@@ -132,6 +135,8 @@ def _rates(result: RunResult, measured: list[Batch]) -> RunResult:
     result.rows_per_s = rows / ms * 1000 if ms else 0.0
     with_rows = [b for b in measured if b.rows]
     result.median_batch_ms = statistics.median(b.ms for b in with_rows)
+    times = sorted(b.ms for b in with_rows)
+    result.p99_batch_ms = times[math.ceil(0.99 * len(times)) - 1]
     parts = sorted({p for b in with_rows for p in b.parts})
     result.mean_parts_ms = {p: statistics.fmean(b.parts.get(p, 0.0) for b in with_rows) for p in parts}
     return result

@@ -85,6 +85,7 @@ def test_rates_leave_out_the_first_batch_with_input():
     assert result.rows == 300
     assert result.rows_per_s == 200 / 5.0
     assert result.median_batch_ms == 2_000.0
+    assert result.p99_batch_ms == 3_000.0  # nearest rank: the slowest of two
 
 
 def test_the_table_has_one_row_per_run_with_its_ratio():
@@ -178,6 +179,15 @@ def test_the_scale_case_reports_its_ratio_its_batches_growth_and_its_checkpoint_
         "median batch growth from 100,000 to 10,000,000 keys, vectorized / native": (0.831, True),
         "checkpoint bytes a micro-batch at 10,000,000 keys, vectorized / native's state store": (2.0, False),
     }
+
+
+def test_the_small_batch_case_compares_the_median_batch_with_natives_plus_a_tenth():
+    from bench.run import _targets
+
+    results = [RunResult("native-small", "uniform", 10_000, 1_000, median_batch_ms=500),
+               RunResult("vectorized-small", "uniform", 10_000, 1_000, median_batch_ms=560)]
+    assert [(t["target"], t["measured"], t["met"]) for t in _targets(results, None, [])] == [
+        ("median 1,000-row batch, vectorized / native", 1.12, False)]
 
 
 def test_a_records_latency_runs_from_its_produce_to_the_first_result_that_counts_it():
