@@ -15,7 +15,7 @@ sees every micro-batch's records once.
 A record's key is the result's key and its value the result's value, as text (a
 monoid with JSON results, JSON); a windowed task's record has its window's end as its
 timestamp and ``window_start`` and ``window_end`` headers (ms); every record has the
-headers ``generation`` and ``batch``. A state value's record (no windows) has the
+headers ``job`` (the sink's ``transactional.id``), ``generation`` and ``batch``. A state value's record (no windows) has the
 time it was written as its timestamp.
 
 A topic between two stages of a pipeline (``one_partition_per_batch``) takes each
@@ -105,7 +105,8 @@ class KafkaSink(Sink):
             # ends, so each partition's timestamps never go back for the stage reading it.
             frame = frame[frame["window_end"] > published_ms].sort_values("window_end", kind="stable")
         newest_ms = max(published_ms, int(frame["window_end"].max())) if windowed and len(frame) else published_ms
-        headers = [("generation", str(batch.generation).encode()), ("batch", str(batch.batch).encode())]
+        headers = [("job", self.transactional_id.encode()), ("generation", str(batch.generation).encode()),
+                   ("batch", str(batch.batch).encode())]
         try:
             producer.begin_transaction()
             try:

@@ -71,9 +71,12 @@ def test_each_micro_batch_is_read_once_and_a_replay_of_a_committed_one_writes_no
     restarted.write(Results([("a", 3)]), BatchId(0, 1), False)
     restarted.write(Results([("b", 5)]), BatchId(0, 2), False)
     records = committed(kafka_broker.bootstrap, topic)
+
+    def made(generation, batch):  # the headers of the job's micro-batch
+        return {"job": f"persistent-{topic}", "generation": str(generation), "batch": str(batch)}
+
     assert [(key, value, headers) for key, value, _, headers, _ in records] == [
-        ("a", "1", {"generation": "0", "batch": "0"}), ("b", "2", {"generation": "0", "batch": "0"}),
-        ("a", "3", {"generation": "0", "batch": "1"}), ("b", "5", {"generation": "0", "batch": "2"})]
+        ("a", "1", made(0, 0)), ("b", "2", made(0, 0)), ("a", "3", made(0, 1)), ("b", "5", made(0, 2))]
     assert restarted.newest_generation(None) == 0
     with pytest.raises(RestartRefusedError, match=f"topic {topic} .* holds results of an earlier run"):
         restarted.check_fresh_start(None)
