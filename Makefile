@@ -3,7 +3,8 @@
 # `make test` runs pytest in two processes (pytest-xdist): the Spark tests one after
 # another in one of them, the other tests beside them (tests/conftest.py).
 # `make soak` runs the sustained-load test (minutes; CI runs it after `make test`).
-# `make bench` runs the benchmark (bench/run.py; BENCH_ARGS passes options to it).
+# `make bench` runs the benchmark (bench/run.py; BENCH_ARGS passes options to it), then
+# writes bench/results/results.json's figures into docs/performance.md (python -m bench.report).
 # `make mutants` runs the mutation tests (docs/testing.md).
 
 PYTHON ?= python3
@@ -45,6 +46,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+	$(VENV)/bin/python -m bench.report
 
 $(MUTANTS_STAMP): $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,mutants]'

@@ -7,10 +7,13 @@ the first whose count reaches i // keys + 1.
 
 Native Spark (``groupBy(key).count()`` in update mode to Spark's Kafka sink,
 at-least-once) and this project's count (a ``MonoidTask``, the Kafka sink, a
-transaction per micro-batch) run in turn, with Spark's default trigger (the next
-micro-batch as soon as the last ends) and with a trigger of ``TRIGGER_MS``; the first
-``WARM_UP_S`` seconds of records are not counted. Each run also reports the median of
-what Spark's progress says its micro-batches' time went to.
+transaction per micro-batch) take turns, ``--latency-rounds`` runs each, with Spark's
+default trigger (the next micro-batch as soon as the last ends) and with a trigger of
+``TRIGGER_MS``; the first ``WARM_UP_S`` seconds of records of a run are not counted.
+The percentiles are over the records of all runs of one implementation and trigger (a
+single run's p99 is a handful of micro-batches, and moves by a quarter from one run to
+the next); each run's p99 is kept beside them, with the median of what Spark's progress
+says the micro-batches' time went to.
 
 The producer runs in a process of its own (``python -m bench.latency``), so that the
 driver's Python does not slow it.
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +38,7 @@ from persistent.sinks.kafka import KafkaSink
 from persistent.sources.kafka import KafkaSource
 from state import NonWindowState
 
-__all__ = ["KEYS", "TRIGGER_MS", "measure"]
+__all__ = ["KEYS", "TRIGGER_MS", "Taken", "measure", "pooled"]
 
 KEYS = 1_000
 TRIGGER_MS = 1_000
@@ -108,13 +112,21 @@ def latencies_ms(produced_ms: np.ndarray, seen: list[tuple[int, int, int]], keys
     return out[skip:]
 
 
+@dataclass
+class Taken:
+    """One run's latencies (ms, a record each) and its micro-batches' ``durationMs``."""
+
+    latencies_ms: np.ndarray
+    batches: list[dict]
+
+
 def measure(spark, work: Path, bootstrap: str, implementation: str, trigger_ms: int | None, rate: int,
-            seconds: int) -> dict:
+            seconds: int) -> Taken:
     """One run of ``implementation`` (``native`` or ``persistent``) with the trigger
     ``trigger_ms`` (None: Spark's default) over ``rate`` records a second for ``seconds``."""
     source_topic, output = new_topic(bootstrap, "latency-in"), new_topic(bootstrap, "latency-out")
     source = KafkaSource(bootstrap, source_topic, max_offsets_per_batch=10 * rate)
-    directory = work / "latency" / f"{implementation}-{trigger_ms}"
+    directory = work / "latency" / output
     if implementation == "native":
         stop, query = _native(spark, source, bootstrap, output, directory, trigger_ms)
     else:
@@ -141,13 +153,21 @@ def measure(spark, work: Path, bootstrap: str, implementation: str, trigger_ms: 
     finally:
         stop()
         reader.stop()
-    lat = latencies_ms(produced_ms, reader.seen, KEYS, WARM_UP_S * rate)
-    batches = [p for p in progress if p["numInputRows"]]
-    parts = sorted({name for p in batches for name in p["durationMs"]})
+    return Taken(latencies_ms(produced_ms, reader.seen, KEYS, WARM_UP_S * rate),
+                 [p["durationMs"] for p in progress if p["numInputRows"]])
+
+
+def pooled(implementation: str, trigger_ms: int | None, rate: int, seconds: int, runs: list[Taken]) -> dict:
+    """The figures of ``runs`` of one implementation and trigger: percentiles over the
+    latencies of all of them, each run's p99, and the median of each part of Spark's
+    ``durationMs`` over their micro-batches."""
+    lat = np.concatenate([run.latencies_ms for run in runs])
+    batches = [parts for run in runs for parts in run.batches]
+    names = sorted({name for parts in batches for name in parts})
     return {"implementation": implementation, "trigger_ms": trigger_ms, "rate": rate, "seconds": seconds,
             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-            "batches": len(batches),
-            "median_ms": {name: float(np.median([p["durationMs"].get(name, 0) for p in batches])) for name in parts}}
+            "p99_by_run_ms": [float(np.percentile(run.latencies_ms, 99)) for run in runs], "batches": len(batches),
+            "median_ms": {name: float(np.median([parts.get(name, 0) for parts in batches])) for name in names}}
 
 
 def _native(spark, source, bootstrap: str, topic: str, directory: Path, trigger_ms: int | None):

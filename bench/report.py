@@ -1,13 +1,30 @@
-"""The benchmark's outputs: a text table, ``results.json`` and two plots."""
+"""The benchmark's outputs: a text table, ``results.json``, two plots, and the figures of
+docs/performance.md, written from a ``results.json``:
+
+    python -m bench.report [--results bench/results/results.json] [--doc docs/performance.md] [--check]
+
+rewrites the part of the document between ``BEGIN`` and ``END`` with the figures of the
+results (``figures``); ``--check`` rewrites nothing and exits 1 if that part differs.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
+import sys
 from pathlib import Path
 
-from bench.measure import CPU_KINDS, RunResult
+from bench.measure import CPU_KINDS, Batch, RunResult
 
-__all__ = ["table", "cpu_table", "write_json", "plot"]
+__all__ = ["table", "cpu_table", "write_json", "plot", "read_json", "figures", "with_figures", "trigger",
+           "latency_parts", "main", "BEGIN", "END"]
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "results.json"
+DOC = ROOT / "docs" / "performance.md"
+#: The lines around the figures in the document.
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 _COLUMNS = ("implementation", "keys", "rows/s", "median batch ms", "driver MB", "workers MB",
             "ckpt KB/batch", "vs native")
@@ -17,9 +34,11 @@ def _cell(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _name(r: RunResult) -> str:
+def _name(r: RunResult, each_run: bool = True) -> str:
+    """The run's name, its distribution and its note; a pooled run's note (each run's
+    rows/s) only with ``each_run``."""
     name = r.name if r.distribution == "uniform" else f"{r.name} ({r.distribution})"
-    return name + (f" [{r.note}]" if r.note else "")
+    return name + (f" [{r.note}]" if r.note and (each_run or not r.runs) else "")
 
 
 def spread(lowest_median_highest: tuple[float, float, float]) -> str:
@@ -27,9 +46,9 @@ def spread(lowest_median_highest: tuple[float, float, float]) -> str:
     return "/".join(f"{value:.2f}" for value in lowest_median_highest)
 
 
-def _row(r: RunResult) -> list[str]:
+def _row(r: RunResult, each_run: bool) -> list[str]:
     return [
-        _name(r),
+        _name(r, each_run),
         f"{r.keys:,}",
         _cell(r.rows_per_s, ",.0f"),
         _cell(r.median_batch_ms, ",.0f"),
@@ -41,9 +60,10 @@ def _row(r: RunResult) -> list[str]:
     ]
 
 
-def table(results: list[RunResult]) -> str:
-    """A Markdown table of the runs."""
-    return _markdown([list(_COLUMNS)] + [_row(r) for r in results])
+def table(results: list[RunResult], each_run: bool = True) -> str:
+    """A Markdown table of the runs; a pooled run's name lists each run's rows/s only
+    with ``each_run``."""
+    return _markdown([list(_COLUMNS)] + [_row(r, each_run) for r in results])
 
 
 def cpu_table(results: list[RunResult]) -> str:
@@ -53,6 +73,17 @@ def cpu_table(results: list[RunResult]) -> str:
     rows = [[_name(r), f"{r.keys:,}", f"{r.wall_s:.1f}", *(_cell(r.cpu_s.get(kind), ".1f") for kind in CPU_KINDS)]
             for r in results if r.cpu_s]
     return _markdown([header] + rows)
+
+
+def trigger(run: dict) -> str:
+    """A latency run's trigger (``trigger_ms``, None: Spark's default)."""
+    return "default" if run.get("trigger_ms") is None else f"{run['trigger_ms']:,} ms"
+
+
+def latency_parts(run: dict) -> str:
+    """A latency run's median ``durationMs`` parts, the longest first, those of 0 ms left out."""
+    parts = sorted((run.get("median_ms") or {}).items(), key=lambda part: -part[1])
+    return ", ".join(f"{name} {ms:,.0f}" for name, ms in parts if ms)
 
 
 def _markdown(rows: list[list[str]]) -> str:
@@ -69,6 +100,125 @@ def _markdown(rows: list[list[str]]) -> str:
 def write_json(path: Path, results: list[RunResult], extra: dict) -> None:
     """``results.json``: every run with its batches, plus ``extra`` (machine, recovery, targets)."""
     path.write_text(json.dumps({**extra, "runs": [r.to_json() for r in results]}, indent=1) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    """A ``results.json`` (``write_json``), its ``runs`` as ``RunResult``s; keys that an
+    older benchmark did not write are left at their defaults."""
+    data = json.loads(Path(path).read_text())
+    data["runs"] = [_run(run) for run in data.get("runs", [])]
+    return data
+
+
+def _known(cls, data: dict) -> dict:
+    return {name: data[name] for name in (f.name for f in dataclasses.fields(cls)) if name in data}
+
+
+def _run(data: dict) -> RunResult:
+    batches = [Batch(**_known(Batch, batch)) for batch in data.get("batches", [])]
+    run = RunResult(**{**_known(RunResult, data), "batches": batches})
+    if run.ratio_spread is not None:
+        run.ratio_spread = tuple(run.ratio_spread)
+    return run
+
+
+#: The cases whose runs have tables of their own in ``figures``, by the end of their names.
+_CASES = ("-small", "-kafka", "-kafka-out", "-scale")
+
+
+def _case(r: RunResult) -> str:
+    return next((case for case in _CASES if r.name.endswith(case)), "")
+
+
+def figures(results: dict) -> str:
+    """The Markdown of a ``results.json`` (``read_json``) for docs/performance.md: the run,
+    then a section each for throughput, the cases ``scale``, ``kafka``, ``small``,
+    ``latency`` and ``recovery``, and the targets ("Not run." where the results have
+    none). The CPU seconds by kind (``cpu_table``) stay in ``results.json`` and the
+    benchmark's output."""
+    runs = results.get("runs", [])
+    by_case = {case: [r for r in runs if _case(r) == case] for case in ("", *_CASES)}
+    events = f", {(results.get('scale') or {}).get('events', 0):,} events a data set" if by_case["-scale"] else ""
+    sections = (
+        ("Throughput", by_case[""], lambda rs: table(rs, each_run=False)),
+        (f"State that grows (the case `scale`{events})", by_case["-scale"],
+         lambda rs: table(rs, each_run=False)),
+        ("Kafka in, and in and out (the case `kafka`)", by_case["-kafka"] + by_case["-kafka-out"],
+         lambda rs: table(rs, each_run=False)),
+        ("Small micro-batches (the case `small`)", by_case["-small"], _small),
+        ("Latency, Kafka in and out (the case `latency`)", results.get("latency") or [], _latency),
+        ("Recovery (the case `recovery`)", results.get("recovery") or [], _recovery),
+        ("Targets", results.get("targets") or [], _targets),
+    )
+    lines = [_the_run(results)]
+    for heading, items, render in sections:
+        lines += ["", f"### {heading}", "", render(items) if items else "Not run."]
+    return "\n".join(lines)
+
+
+def _the_run(results: dict) -> str:
+    machine, versions = results.get("machine", {}), results.get("versions", {})
+    return (f"One run of `bench/run.py`, {results.get('seconds', 0):,.0f} s: {machine.get('cores', '?')} cores "
+            f"({machine.get('cpu', '?')}), {machine.get('memory_gb', '?')} GB, {machine.get('system', '?')}; "
+            + ", ".join(f"{name} `{version}`" if " " in str(version) else f"{name} {version}"
+                        for name, version in versions.items())
+            + f"; master `{results.get('master', '?')}`, {results.get('events', 0):,} events a data set, "
+            f"{results.get('batch_rows', 0):,} a micro-batch.")
+
+
+def _small(runs: list[RunResult]) -> str:
+    return _markdown([["implementation", "keys", "rows a batch", "median batch ms", "p99 batch ms"]]
+                     + [[_name(r, each_run=False), f"{r.keys:,}", f"{r.batch_rows:,}", f"{r.median_batch_ms:,.0f}",
+                         f"{r.p99_batch_ms:,.0f}"] for r in runs])
+
+
+def _latency(runs: list[dict]) -> str:
+    return _markdown([["implementation", "trigger", "records/s", "micro-batches", "p50 ms", "p99 ms [each run]",
+                       "median ms by part"]]
+                     + [[r.get("implementation", "?"), trigger(r), _cell(r.get("rate"), ",.0f"),
+                         _cell(r.get("batches"), ",d"), _cell(r.get("p50_ms"), ",.0f"), _p99(r),
+                         latency_parts(r) or "-"] for r in runs])
+
+
+def _p99(run: dict) -> str:
+    """A latency row's p99 over all its runs, then each run's in brackets."""
+    each = "/".join(f"{ms:,.0f}" for ms in run.get("p99_by_run_ms") or [])
+    return _cell(run.get("p99_ms"), ",.0f") + (f" [{each}]" if each else "")
+
+
+def _recovery(recovery: list[dict]) -> str:
+    """Seconds from a restart to the end of its first micro-batch, a row per key count."""
+    keys = list(dict.fromkeys(r["keys"] for r in recovery))
+    seconds = {(r["keys"], r["path"]): r["seconds"] for r in recovery}
+    return _markdown([["keys", "path A s (Spark's checkpoint)", "path B s (from the clock)"]]
+                     + [[f"{k:,}", _cell(seconds.get((k, "A")), ".1f"), _cell(seconds.get((k, "B")), ".1f")]
+                        for k in keys])
+
+
+def _targets(targets: list[dict]) -> str:
+    """A row per target; a ratio of pools that took turns with its runs' spread."""
+    def measured(t: dict) -> str:
+        return f"{t['measured']:,}" + (f" [{spread(t['runs'])}]" if t.get("runs") else "")
+
+    return _markdown([["target", "goal", "measured", "met"]]
+                     + [[t["target"], _goal(t), measured(t), "met" if t["met"] else "missed"] for t in targets])
+
+
+def _goal(target: dict) -> str:
+    """A target's goal with its direction, which ``met`` tells unless the figure is the goal."""
+    measured, goal = target["measured"], target["goal"]
+    if measured == goal:
+        return f"{goal:,}"
+    return (">= " if (measured > goal) == target["met"] else "<= ") + f"{goal:,}"
+
+
+def with_figures(document: str, block: str) -> str:
+    """``document`` with ``block`` between its ``BEGIN`` and ``END`` lines."""
+    head, begin, rest = document.partition(BEGIN + "\n")
+    _, end, tail = rest.partition(END + "\n")
+    if not begin or not end:
+        raise ValueError(f"the document has no lines {BEGIN} and {END}, in that order")
+    return f"{head}{BEGIN}\n{block}\n{END}\n{tail}"
 
 
 def plot(directory: Path, results: list[RunResult]) -> list[Path]:
@@ -107,3 +257,30 @@ def plot(directory: Path, results: list[RunResult]) -> list[Path]:
         plt.close(figure)
         written.append(directory / filename)
     return written
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="Writes a results.json's figures into docs/performance.md.")
+    p.add_argument("--results", type=Path, default=RESULTS, help="the results (default bench/results/results.json)")
+    p.add_argument("--doc", type=Path, default=DOC, help="the document (default docs/performance.md)")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if the document's figures differ")
+    args = p.parse_args(argv)
+    document = args.doc.read_text(encoding="utf-8")
+    try:
+        updated = with_figures(document, figures(read_json(args.results)))
+    except ValueError as exc:
+        print(f"{args.doc}: {exc}", file=sys.stderr)
+        return 1
+    if args.check:
+        if updated != document:
+            print(f"{args.doc}: its figures are not those of {args.results}: run python -m bench.report",
+                  file=sys.stderr)
+            return 1
+    elif updated != document:
+        args.doc.write_text(updated, encoding="utf-8")
+        print(f"{args.doc}: figures of {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -63,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
                    help="records a second the latency case writes to its topic (default %(default)s)")
     p.add_argument("--latency-seconds", type=int, default=60,
                    help="seconds the latency case writes for, in each of its runs (default %(default)s)")
+    p.add_argument("--latency-rounds", type=int, default=2,
+                   help="runs of each implementation and trigger in the latency case, taking turns "
+                        "(default %(default)s)")
     p.add_argument("--scale-keys", default="100000,10000000",
                    help="key counts of the case whose state grows (the case 'scale': native, vectorized and "
                         "folded over --scale-events events each); the growth of a batch's time is from the "
@@ -180,7 +183,8 @@ def _targets(results: list[RunResult], demo_seconds: float | None, latency: list
     for trigger_ms in dict.fromkeys(r["trigger_ms"] for r in latency):
         p99 = {r["implementation"]: r["p99_ms"] for r in latency if r["trigger_ms"] == trigger_ms}
         if {"native", "persistent"} <= p99.keys():
-            target(f"p99 latency, Kafka in and out, trigger {_trigger({'trigger_ms': trigger_ms})}, ours / native's",
+            when = report.trigger({"trigger_ms": trigger_ms})
+            target(f"p99 latency, Kafka in and out, trigger {when}, ours / native's",
                    p99["persistent"] / p99["native"], 1.2, higher_is_better=False)
     small = next((r for r in results if r.name == "vectorized-small"), None)
     native_small = next((r for r in results if r.name == "native-small"), None)
@@ -243,9 +247,9 @@ def run(args) -> int:
     for r in recovery:
         print(f"recovery path {r['path']} at {r['keys']:,} keys: {r['seconds']:.1f} s to the first micro-batch")
     for r in latency:
-        parts = ", ".join(f"{name} {ms:,.0f}" for name, ms in sorted(r["median_ms"].items(), key=lambda p: -p[1]) if ms)
-        print(f"latency {r['implementation']}, trigger {_trigger(r)}, {r['rate']:,} records/s: p50 {r['p50_ms']:,.0f} ms, "
-              f"p99 {r['p99_ms']:,.0f} ms; {r['batches']} micro-batches, median ms: {parts}")
+        print(f"latency {r['implementation']}, trigger {report.trigger(r)}, {r['rate']:,} records/s: "
+              f"p50 {r['p50_ms']:,.0f} ms, p99 {r['p99_ms']:,.0f} ms; {r['batches']} micro-batches, "
+              f"median ms: {report.latency_parts(r)}")
     for r in results:
         if r.name in ("native-small", "vectorized-small"):
             print(f"{r.name}: {SMALL_BATCH_ROWS:,}-row micro-batches, median {r.median_batch_ms:,.0f} ms, "
@@ -399,16 +403,18 @@ def _latency_turns(spark, work: Path, args) -> list[dict]:
     runs = []
     with kafka.broker() as broker:
         for trigger_ms in (None, latency.TRIGGER_MS):
-            for implementation in ("native", "persistent"):
-                runs.append(latency.measure(spark, work, broker.bootstrap, implementation, trigger_ms,
-                                            args.latency_rate, args.latency_seconds))
-                print(f"bench: latency {implementation}, trigger {_trigger(runs[-1])}: p50 {runs[-1]['p50_ms']:,.0f} ms, "
-                      f"p99 {runs[-1]['p99_ms']:,.0f} ms", file=sys.stderr)
+            taken = {"native": [], "persistent": []}
+            for _ in range(args.latency_rounds):
+                for implementation, theirs in taken.items():
+                    theirs.append(latency.measure(spark, work, broker.bootstrap, implementation, trigger_ms,
+                                                  args.latency_rate, args.latency_seconds))
+                    one = latency.pooled(implementation, trigger_ms, args.latency_rate, args.latency_seconds,
+                                         theirs[-1:])
+                    print(f"bench: latency {implementation}, trigger {report.trigger(one)}: "
+                          f"p50 {one['p50_ms']:,.0f} ms, p99 {one['p99_ms']:,.0f} ms", file=sys.stderr)
+            runs += [latency.pooled(implementation, trigger_ms, args.latency_rate, args.latency_seconds, theirs)
+                     for implementation, theirs in taken.items()]
     return runs
-
-
-def _trigger(run: dict) -> str:
-    return "default" if run["trigger_ms"] is None else f"{run['trigger_ms']:,} ms"
 
 
 def _scale_turns(runs, work: Path, args) -> list[list[RunResult]]:

@@ -1,8 +1,11 @@
 """The benchmark's pure-Python parts: generated input, its copy in a Kafka topic (on the
-real broker), batch statistics, the table."""
+real broker), batch statistics, the tables, and docs/performance.md's figures from a
+``results.json``."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
 
@@ -24,6 +27,7 @@ from bench.measure import (  # noqa: E402
     summarize,
     thread_kind,
 )
+from bench import report  # noqa: E402
 from bench.report import cpu_table, table  # noqa: E402
 
 
@@ -201,6 +205,17 @@ def test_a_records_latency_runs_from_its_produce_to_the_first_result_that_counts
         latencies_ms(produced, seen[:4], 2, 0)
 
 
+def test_the_latency_of_several_runs_is_taken_over_all_their_records():
+    from bench.latency import Taken, pooled
+
+    runs = [Taken(np.arange(1, 101), [{"addBatch": 10}, {"addBatch": 30}]),
+            Taken(np.arange(101, 201), [{"addBatch": 20, "walCommit": 4}])]
+    figures = pooled("persistent", None, 100, 1, runs)
+    assert (figures["p50_ms"], figures["p99_ms"]) == (100.5, 198.01)  # of 1..200
+    assert figures["p99_by_run_ms"] == [99.01, 199.01]
+    assert (figures["batches"], figures["median_ms"]) == (3, {"addBatch": 20.0, "walCommit": 0.0})
+
+
 def test_the_latency_case_compares_each_triggers_p99_with_natives():
     from bench.run import _targets
 
@@ -211,3 +226,88 @@ def test_the_latency_case_compares_each_triggers_p99_with_natives():
     measured = {t["target"]: (t["measured"], t["met"]) for t in _targets([], None, latency)}
     assert measured == {"p99 latency, Kafka in and out, trigger default, ours / native's": (1.1, True),
                         "p99 latency, Kafka in and out, trigger 1,000 ms, ours / native's": (1.333, False)}
+
+
+def _results(tmp_path, runs, **extra):
+    """A ``results.json`` of ``runs`` and ``extra`` as ``bench/run.py`` writes it, read back."""
+    path = tmp_path / "results.json"
+    report.write_json(path, runs, {"machine": {"cpu": "CPU", "cores": 2, "memory_gb": 8.0, "system": "Linux"},
+                                   "versions": {"python": "3.11.7", "java": 'openjdk version "17"'},
+                                   "master": "local[2]", "events": 1_000, "batch_rows": 100, "seconds": 12.3,
+                                   **extra})
+    return path
+
+
+def test_results_read_back_as_written_and_keys_an_older_benchmark_did_not_write_take_their_defaults(tmp_path):
+    run = RunResult("native-small", "uniform", 10, 100, median_batch_ms=2_000.0, p99_batch_ms=3_000.0,
+                    ratio_spread=(0.5, 0.6, 0.7), batches=[Batch(0, 50.0), Batch(100, 9_000.0)])
+    path = _results(tmp_path, [run])
+    data = json.loads(path.read_text())
+    del data["runs"][0]["load_average"]  # written before the benchmark measured it
+    path.write_text(json.dumps(data))
+    (read,) = report.read_json(path)["runs"]
+    assert read == dataclasses.replace(run, load_average=0.0)
+
+
+def test_the_figures_give_each_case_its_section_and_say_which_did_not_run(tmp_path):
+    def run(name, keys=100, **fields):
+        return RunResult(name, "uniform", keys, 100, rows_per_s=1_000.0, median_batch_ms=300.0, **fields)
+
+    pooled = {"runs": [{"rows_per_s": 1_200}, {"rows_per_s": 1_300}], "note": "2 runs pooled (1,200, 1,300 rows/s)"}
+    runs = [run("native"), run("vectorized", ratio=1.25, baseline="native", ratio_spread=(1.2, 1.25, 1.3), **pooled),
+            run("native-small", 10, p99_batch_ms=410.0), run("vectorized-small", 10, p99_batch_ms=320.0),
+            run("native-kafka-out"), run("vectorized-kafka-out", ratio=0.95, baseline="native-kafka-out")]
+    latency = [{"implementation": "persistent", "trigger_ms": 1_000, "rate": 20_000, "p50_ms": 1_234.4,
+                "p99_ms": 2_500.0, "p99_by_run_ms": [2_400.0, 2_600.0], "batches": 60, "median_ms": {"addBatch": 900.0, "walCommit": 0.0,
+                                                                 "triggerExecution": 1_000.0}},
+               {"implementation": "native", "trigger_ms": None, "rate": 20_000, "p50_ms": 800.0, "p99_ms": 1_900.0,
+                "batches": 70, "median_ms": {}}]
+    targets = [{"target": "vectorized / native rows/s at 100 keys", "measured": 1.25, "goal": 1.0, "met": True,
+                "runs": [1.2, 1.25, 1.3]},
+               {"target": "p99 latency, ours / native's", "measured": 1.316, "goal": 1.2, "met": False, "runs": None},
+               {"target": "make demo", "measured": 12.0, "goal": 30, "met": True, "runs": None}]
+    recovery = [{"path": "A", "keys": 100, "seconds": 1.26}, {"path": "B", "keys": 100, "seconds": 0.5}]
+    text = report.figures(report.read_json(_results(tmp_path, runs, latency=latency, targets=targets,
+                                                    recovery=recovery)))
+    sections = {part.split("\n", 1)[0]: part.split("\n", 1)[1].strip() for part in text.split("\n### ")[1:]}
+
+    def cells(section: str, first: int = 1) -> list[list[str]]:
+        return [[cell.strip() for cell in line.split("|")[first:-1]] for line in sections[section].splitlines()[2:]]
+
+    assert text.startswith("One run of `bench/run.py`, 12 s: 2 cores (CPU), 8.0 GB, Linux; python 3.11.7, "
+                           'java `openjdk version "17"`; master `local[2]`, 1,000 events a data set, '
+                           "100 a micro-batch.")
+    throughput = cells("Throughput")
+    assert [row[0] for row in throughput] == ["native", "vectorized"]  # without each pooled run's rows/s
+    assert throughput[1][-1] == "1.25 [1.20/1.25/1.30]"
+    assert sections["State that grows (the case `scale`)"] == "Not run."
+    kafka = sections["Kafka in, and in and out (the case `kafka`)"].splitlines()
+    assert len(kafka) == 4 and "0.95 (native-kafka-out)" in kafka[3]
+    assert cells("Small micro-batches (the case `small`)") == [["native-small", "10", "100", "300", "410"],
+                                                                ["vectorized-small", "10", "100", "300", "320"]]
+    assert cells("Latency, Kafka in and out (the case `latency`)") == [
+        ["persistent", "1,000 ms", "20,000", "60", "1,234", "2,500 [2,400/2,600]",
+         "triggerExecution 1,000, addBatch 900"],
+        ["native", "default", "20,000", "70", "800", "1,900", "-"]]
+    assert cells("Recovery (the case `recovery`)") == [["100", "1.3", "0.5"]]
+    # The goal's direction is the one in which the figure met it or missed it.
+    assert cells("Targets", 2) == [[">= 1.0", "1.25 [1.20/1.25/1.30]", "met"], ["<= 1.2", "1.316", "missed"],
+                                   ["<= 30", "12.0", "met"]]
+
+
+def test_the_document_takes_the_figures_between_its_markers_and_the_check_tells_a_stale_one(tmp_path, capsys):
+    results = _results(tmp_path, [RunResult("native", "uniform", 100, 100, rows_per_s=1_000.0)])
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nold figures\n{report.END}\n\nAfter.\n")
+    arguments = ["--results", str(results), "--doc", str(doc)]
+    assert report.main([*arguments, "--check"]) == 1
+    assert "its figures are not those of" in capsys.readouterr().err
+    assert report.main(arguments) == 0
+    written = doc.read_text()
+    assert written.startswith(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nOne run of ")
+    assert written.endswith(f"\n{report.END}\n\nAfter.\n") and "old figures" not in written
+    assert report.main([*arguments, "--check"]) == 0
+    assert report.main(arguments) == 0 and doc.read_text() == written  # nothing to change
+    doc.write_text("# Performance\n")
+    assert report.main([*arguments, "--check"]) == 1
+    assert "has no lines <!-- results:begin --> and <!-- results:end -->" in capsys.readouterr().err
