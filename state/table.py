@@ -205,10 +205,6 @@ class KeyedTable:
 
     # -- updates -------------------------------------------------------------------
 
-    def update_frame(self, frame: pd.DataFrame) -> np.ndarray:
-        """``update`` from a DataFrame with columns ``key``, ``timestamp`` (ms) and ``value``."""
-        return self.update(frame["key"].to_numpy(), frame["timestamp"].to_numpy(), frame["value"].to_numpy())
-
     def update(self, keys: np.ndarray, timestamps_ms: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Applies messages given as aligned arrays; returns the keys touched, once each
         in order of appearance, as the table holds them (None and NaN are one key).

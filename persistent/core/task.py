@@ -94,7 +94,12 @@ class PersistentTask(ABC):
         raise NotImplementedError
 
     def process_batch(self, messages: pd.DataFrame) -> np.ndarray | pd.DataFrame:
-        """Monoid values of a batch of messages; by default calls ``process_message`` per row."""
+        """The vectorized form: the monoid values of a batch of messages (a DataFrame
+        with columns ``key``, ``timestamp`` and ``value``), one per message in order, or
+        a DataFrame of updates with columns ``key``, ``timestamp`` and ``value`` (a message
+        may then update other keys, or none). A task that overrides it is ``vectorized``
+        and its ``process_message`` is never called; one that does not has
+        ``process_message`` called per message instead."""
         raise NotImplementedError
 
     @property

@@ -144,22 +144,20 @@ def test_update_takes_plain_lists_and_numpy_keys():
     assert totals(table) == {"x": 3, "y": 4, 7: 3}
 
 
-def test_update_frame_takes_key_timestamp_and_value_columns():
+def test_update_takes_a_frames_columns_and_returns_the_keys_touched_once_each_in_order():
     table = table_of(Sum(float))
     frame = pd.DataFrame(
         {"key": ["a", "b", "a", "c"], "timestamp": [10, 20, 130, 240], "value": [0.5, 1.0, 2.0, 4.0]}
     )
-    touched = table.update_frame(frame)
+    touched = table.update(frame["key"].to_numpy(), frame["timestamp"].to_numpy(), frame["value"].to_numpy())
     assert list(touched) == ["a", "b", "c"]
     assert totals(table) == {"a": 2.5, "b": 1.0, "c": 4.0}
     assert rows(table) == [("a", 0, 0.5), ("a", 100, 2.0), ("b", 0, 1.0), ("c", 200, 4.0)]
 
 
-def test_update_frame_with_integer_keys():
+def test_update_with_integer_keys():
     table = table_of(Count())
-    keys = np.array([3, 1, 3], dtype=np.int64)
-    frame = pd.DataFrame({"key": keys, "timestamp": [1, 2, 3], "value": [1, 1, 1]})
-    table.update_frame(frame)
+    table.update(np.array([3, 1, 3], dtype=np.int64), np.array([1, 2, 3]), np.array([1, 1, 1]))
     assert totals(table) == {3: 2, 1: 1}
 
 
