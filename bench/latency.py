@@ -32,11 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.kafka import new_topic
-from monoids import Count
-from persistent import Job, MonoidTask
+from persistent import Job
+from persistent.examples.count import FoldedCount
 from persistent.sinks.kafka import KafkaSink
 from persistent.sources.kafka import KafkaSource
-from state import NonWindowState
 
 __all__ = ["KEYS", "TRIGGER_MS", "Taken", "measure", "pooled"]
 
@@ -46,13 +45,6 @@ WARM_UP_S = 10
 #: Seconds the results may take to catch up once the producer has stopped.
 CATCH_UP_S = 120
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class CountFolded(MonoidTask):
-    """Messages per key."""
-
-    def persistent_state(self):
-        return NonWindowState(Count())
 
 
 class Readable(threading.Thread):
@@ -130,7 +122,7 @@ def measure(spark, work: Path, bootstrap: str, implementation: str, trigger_ms: 
     if implementation == "native":
         stop, query = _native(spark, source, bootstrap, output, directory, trigger_ms)
     else:
-        job = Job(task=CountFolded(), source=source, sink=KafkaSink(bootstrap, output),
+        job = Job(task=FoldedCount(), source=source, sink=KafkaSink(bootstrap, output),
                   checkpoint_dir=str(directory / "checkpoint"), checkpoint_interval_ms=1_000, on_progress=None)
         running = job.start(spark, trigger_ms=trigger_ms)
         stop, query = running.stop, running.query

@@ -8,8 +8,8 @@ from dataclasses import FrozenInstanceError, replace
 import pytest
 
 from monoids import Count
-from persistent import PersistentTask
 from persistent.core.errors import ConfigError
+from persistent.examples.count import MessageCount
 from persistent.runtime.delivery import Delivery, Effects, Position, plan, write_effects
 from persistent.runtime.job import Job
 from persistent.runtime.planner import Plan
@@ -20,7 +20,7 @@ from persistent.runtime import recovery
 from persistent.runtime.recovery import RecoveryPath
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.records import DeliveryPosition
-from state import NonWindowState, Window, WindowState
+from state import Window, WindowState
 from state.errors import CorruptCheckpointError
 from state.fs import LocalFileSystem
 
@@ -36,25 +36,18 @@ def spark_has_a_query(directory):
     directory.fs.write_atomic(directory.fs.join(directory.spark, "offsets", "0"), b"v1")
 
 
-class Counter(PersistentTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_message(self, state, message):
-        state.update(message.timestamp, 1)
-
-
 class WriteOnly(Sink):
     def write(self, results, batch, windowed):
         pass
 
 
 def job(tmp_path, **settings):
-    return Job(task=Counter(), source=GeneratorSource(), sink=settings.pop("sink", SQLiteSink(str(tmp_path / "o.db"))),
-               checkpoint_dir=str(tmp_path / "ck"), **settings)
+    return Job(task=MessageCount(), source=GeneratorSource(),
+               sink=settings.pop("sink", SQLiteSink(str(tmp_path / "o.db"))), checkpoint_dir=str(tmp_path / "ck"),
+               **settings)
 
 
-class WindowCounter(Counter):
+class WindowCounter(MessageCount):
     def persistent_state(self):
         return WindowState(Count(), Window(100))
 
@@ -88,7 +81,7 @@ def test_a_job_is_a_frozen_spec_that_holds_its_settings_as_given(tmp_path):
 
 
 def test_a_job_asks_its_task_for_its_state_once_and_plans_with_that(tmp_path):
-    class Asked(Counter):
+    class Asked(MessageCount):
         calls = 0
 
         def persistent_state(self):

@@ -17,6 +17,7 @@ from spark_groups import Accumulator, GroupState, frame
 from monoids import Averaged, AveragedValue, Count, Sum
 from persistent import KeyGroup, MonoidTask, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords
+from persistent.examples.count import FoldedCount
 from persistent.runtime.fold import Folding, fold_of
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.runtime.stateful import group_function
@@ -32,11 +33,6 @@ INTERVAL_MS = 100
 class Averages(MonoidTask):
     def persistent_state(self):
         return NonWindowState(Averaged())
-
-
-class Counts(MonoidTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
 
 
 class SlidingAverages(MonoidTask):  # panes of 50 ms: gcd of the size, the step and the interval
@@ -76,7 +72,7 @@ messages = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 999), st.sa
 
 
 @given(st.lists(messages, min_size=1, max_size=4), st.integers(0, 600), st.sampled_from([0, 200]),
-       st.sampled_from([Averages, Counts, SlidingAverages, TumblingCounts]))
+       st.sampled_from([Averages, FoldedCount, SlidingAverages, TumblingCounts]))
 def test_partials_of_any_batches_leave_a_group_as_its_messages_do(batches, step_ms, floor_ms, task):
     fold, _ = fold_of(task(), "double")
     bucket = bucket_ms(task().state_spec().window, INTERVAL_MS)
@@ -118,7 +114,7 @@ NO_MESSAGES = pd.DataFrame({"key": [], "timestamp": np.array([], dtype=np.int64)
 @pytest.mark.parametrize("watermark_ms, floor_ms, sealed", [(160, 0, False), (0, 200, False), (0, 0, True)],
                          ids=["watermark", "restore-point", "last-checkpoint"])
 def test_partials_with_a_message_before_the_watermark_are_refused_saying_so(watermark_ms, floor_ms, sealed):
-    group = KeyGroup(Counts(), INTERVAL_MS, floor_ms)
+    group = KeyGroup(FoldedCount(), INTERVAL_MS, floor_ms)
     if sealed:  # a checkpoint at 200 ms taken
         group.apply(NO_MESSAGES, BadRecords.FAIL, 0, None, partials(["b"], [210], [1]))
         assert group.advance(200)[1].time_ms == 200
@@ -131,13 +127,13 @@ def test_partials_with_a_message_before_the_watermark_are_refused_saying_so(wate
 
 @pytest.mark.parametrize("chunks", [[], [frame([], beats=2)]], ids=["no-rows", "heartbeats-only"])
 def test_a_folded_group_woken_without_messages_decodes_to_none(chunks):
-    fold, _ = fold_of(Counts(), "bigint")
+    fold, _ = fold_of(FoldedCount(), "bigint")
     rows = decode([spark_fold(chunk, fold, 0, 0) for chunk in chunks], fold.values)
     assert (rows.count, rows.newest_ms, len(rows.partials.keys)) == (0, -1, 0)
 
 
 def test_partials_at_the_watermark_are_on_time():
-    group = KeyGroup(Counts(), INTERVAL_MS, 100)
+    group = KeyGroup(FoldedCount(), INTERVAL_MS, 100)
     applied = group.apply(NO_MESSAGES, BadRecords.FAIL, 160, None, partials(["a", "b"], [160, 170], [3, 1]))
     assert (applied.applied, group.table.get("a"), group.table.get("b")) == (2, 3, 1)
 
@@ -159,9 +155,9 @@ def test_a_partial_the_monoid_refuses_is_a_bad_record_of_its_own():
 
 
 def test_a_folded_groups_function_applies_its_partials_and_reports_their_messages(tmp_path):
-    fold, _ = fold_of(Counts(), "bigint")
+    fold, _ = fold_of(FoldedCount(), "bigint")
     reports = Accumulator()
-    run_group = group_function(Counts(), INTERVAL_MS, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
+    run_group = group_function(FoldedCount(), INTERVAL_MS, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
                                BadRecords.FAIL, LateRecords.DROP, True, JobStorage(str(tmp_path / "job")), reports,
                                fold, timeouts=True)
     rows = frame([("a", 10, 1, 0), ("a", 20, 1, 0), ("b", 130, 1, 1), ("a", 5, 1, 0)])
@@ -192,10 +188,10 @@ class Plain(PersistentTask):
 
 
 def test_a_job_folds_its_messages_when_its_task_is_a_monoid_task_and_its_values_group():
-    assert fold_of(Counts(), "string")[0].functions == ()
+    assert fold_of(FoldedCount(), "string")[0].functions == ()
     assert fold_of(Averages(), "bigint")[0].functions == ("sum",)
     assert fold_of(Plain(), "bigint") == (None, "every message crosses the shuffle (the task is no MonoidTask)")
-    assert fold_of(Counts(), "map<string,int>")[0] is None
+    assert fold_of(FoldedCount(), "map<string,int>")[0] is None
 
 
 def test_a_monoid_task_of_another_state_is_refused_before_it_runs():

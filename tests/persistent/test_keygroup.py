@@ -19,6 +19,7 @@ from profiles import examples
 from monoids import Count, Last, Sum, Timestamped
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
+from persistent.examples.count import MessageCount
 from persistent.runtime.keygroup import Base, KeptCheckpoint, Taken, whole_every_ms
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
@@ -26,14 +27,6 @@ from state.checkpoint_store import CheckpointStore, Stored, decode_record, encod
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.fs import LocalFileSystem
 from state.tables import decode_table
-
-
-class PerMessageCount(PersistentTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_message(self, state, message):
-        state.update(message.timestamp, 1)
 
 
 class VectorizedCount(PersistentTask):
@@ -76,7 +69,7 @@ def totals(results: list[pd.DataFrame]) -> dict:
 @settings(max_examples=examples(40))
 def test_per_message_and_vectorized_tasks_give_the_same_counts(messages):
     results = []
-    for task in (PerMessageCount(), VectorizedCount()):
+    for task in (MessageCount(), VectorizedCount()):
         tester = TaskTester(task, checkpoint_interval_ms=100)
         tester.send(sorted(messages, key=lambda m: m[1]))
         tester.advance_watermark(500)
