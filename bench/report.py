@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.measure import CPU_KINDS, Batch, RunResult
 
 __all__ = ["table", "cpu_table", "write_json", "plot", "read_json", "figures", "with_figures", "trigger",
-           "latency_parts", "main", "BEGIN", "END"]
+           "by_part", "main", "BEGIN", "END"]
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "results.json"
@@ -80,10 +80,11 @@ def trigger(run: dict) -> str:
     return "default" if run.get("trigger_ms") is None else f"{run['trigger_ms']:,} ms"
 
 
-def latency_parts(run: dict) -> str:
-    """A latency run's median ``durationMs`` parts, the longest first, those of 0 ms left out."""
-    parts = sorted((run.get("median_ms") or {}).items(), key=lambda part: -part[1])
-    return ", ".join(f"{name} {ms:,.0f}" for name, ms in parts if ms)
+def by_part(ms_by_part: dict | None) -> str:
+    """Milliseconds by part of a micro-batch (Spark's ``durationMs``, the state
+    operators' times), the longest first, those under 0.5 ms left out."""
+    parts = sorted((ms_by_part or {}).items(), key=lambda part: -part[1])
+    return ", ".join(f"{name} {ms:,.0f}" for name, ms in parts if ms >= 0.5)
 
 
 def _markdown(rows: list[list[str]]) -> str:
@@ -167,9 +168,10 @@ def _the_run(results: dict) -> str:
 
 
 def _small(runs: list[RunResult]) -> str:
-    return _markdown([["implementation", "keys", "rows a batch", "median batch ms", "p99 batch ms"]]
+    return _markdown([["implementation", "keys", "rows a batch", "median batch ms", "p99 batch ms",
+                       "mean ms by part"]]
                      + [[_name(r, each_run=False), f"{r.keys:,}", f"{r.batch_rows:,}", f"{r.median_batch_ms:,.0f}",
-                         f"{r.p99_batch_ms:,.0f}"] for r in runs])
+                         f"{r.p99_batch_ms:,.0f}", by_part(r.mean_parts_ms) or "-"] for r in runs])
 
 
 def _latency(runs: list[dict]) -> str:
@@ -177,7 +179,7 @@ def _latency(runs: list[dict]) -> str:
                        "median ms by part"]]
                      + [[r.get("implementation", "?"), trigger(r), _cell(r.get("rate"), ",.0f"),
                          _cell(r.get("batches"), ",d"), _cell(r.get("p50_ms"), ",.0f"), _p99(r),
-                         latency_parts(r) or "-"] for r in runs])
+                         by_part(r.get("median_ms")) or "-"] for r in runs])
 
 
 def _p99(run: dict) -> str:

@@ -249,7 +249,7 @@ def run(args) -> int:
     for r in latency:
         print(f"latency {r['implementation']}, trigger {report.trigger(r)}, {r['rate']:,} records/s: "
               f"p50 {r['p50_ms']:,.0f} ms, p99 {r['p99_ms']:,.0f} ms; {r['batches']} micro-batches, "
-              f"median ms: {report.latency_parts(r)}")
+              f"median ms: {report.by_part(r['median_ms'])}")
     for r in results:
         if r.name in ("native-small", "vectorized-small"):
             print(f"{r.name}: {SMALL_BATCH_ROWS:,}-row micro-batches, median {r.median_batch_ms:,.0f} ms, "
