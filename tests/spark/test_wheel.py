@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from jvm_servers import _free_ports
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 TOTAL, KEYS = 3_000, 5
@@ -157,19 +157,13 @@ def test_the_installed_package_counts_the_generated_messages_exactly(installed, 
     assert_counted_exactly(tmp_path)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def standalone(installed, spark_lock, tmp_path_factory):
     """A standalone master and one worker (1 core, 1g) on 127.0.0.1, started in the
     foreground as docs/deploy.md shows (``spark-class``); its master URL."""
     work = tmp_path_factory.mktemp("standalone")
     home = spark_home(installed, work)
-    port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, master_ui, worker_ui = _free_ports(3)  # three at once: one at a time may give one port twice
     master_url = f"spark://127.0.0.1:{port}"
     environment = {**outside(work, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=home)["env"],
                    "SPARK_LOG_DIR": str(work / "logs")}
