@@ -15,8 +15,10 @@ sees every micro-batch's records once.
 A record's key is the result's key and its value the result's value, as text (a
 monoid with JSON results, JSON); a windowed task's record has its window's end as its
 timestamp and ``window_start`` and ``window_end`` headers (ms); every record has the
-headers ``job`` (the sink's ``transactional.id``), ``generation`` and ``batch``. A state value's record (no windows) has the
-time it was written as its timestamp.
+headers ``job`` (the sink's ``transactional.id``), ``generation`` and ``batch``. A state
+value's record (no windows) has the time it was written as its timestamp: the value
+holds every message applied so far, those after the micro-batch's checkpoint time too,
+so no event time names what it holds; its generation and batch order it.
 
 A topic between two stages of a pipeline (``one_partition_per_batch``) takes each
 micro-batch's records in one partition, the micro-batch's number modulo the topic's
