@@ -45,6 +45,7 @@ from urllib.parse import parse_qsl, urlparse
 
 from persistent.core.errors import ConfigError, OutputError, SetupError
 from persistent.core.faults import CrashPoint, crash_point
+from persistent.core.kafka_client import check_brokers, client, client_settings, reason
 from persistent.sinks.base import BatchId, Sink, earlier_run, result_columns
 
 __all__ = ["KafkaSink", "kafka_sink_from_uri"]
@@ -59,7 +60,8 @@ class KafkaSink(Sink):
     """Writes results to ``topic`` on the brokers ``bootstrap_servers`` in one transaction
     per micro-batch; see the module docstring. ``kafka_options`` are options of the
     producer in Spark's Kafka spelling (``kafka.security.protocol``, ...), as the Kafka
-    source takes them."""
+    source takes them, translated for the driver's client as the source's are
+    (``persistent.core.kafka_client``)."""
 
     reads_once = True  # the results come to the driver (``toPandas``) before the transaction
 
@@ -125,7 +127,7 @@ class KafkaSink(Sink):
             self._producer = self._group = None
             raise OutputError(
                 f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: micro-batch {batch.generation}."
-                f"{batch.batch} is not written ({_reason(exc)}); start the job again once the brokers take it: "
+                f"{batch.batch} is not written ({reason(exc)}); start the job again once the brokers take it: "
                 f"it replays the micro-batch (path A)") from None
         self._marker = (batch.generation, batch.batch, newest_ms)
 
@@ -175,15 +177,14 @@ class KafkaSink(Sink):
         the sink's ``transactional.id`` and ends its open transaction), and the marker as
         Kafka holds it then; made once a run."""
         if self._producer is None:
-            from confluent_kafka import KafkaException, Producer
+            producer = client("Producer", "kafka sink", {**self._settings(), "transactional.id": self.transactional_id})
+            from confluent_kafka import KafkaException
 
-            settings = {**self._settings(), "transactional.id": self.transactional_id}
-            producer = Producer(settings)
             try:
                 producer.init_transactions(_TIMEOUT_S)
             except KafkaException as exc:
                 raise SetupError(f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: the producer's "
-                                 f"transactions did not start: {_reason(exc)}") from None
+                                 f"transactions did not start: {reason(exc)}") from None
             self._marker = self._read_marker()
             group = self._consumer()  # only for its metadata, which outlives it: no connection stays open
             self._producer, self._group = producer, group.consumer_group_metadata()
@@ -206,7 +207,7 @@ class KafkaSink(Sink):
             self._partitions = len(topics[self.topic].partitions)
             (committed,) = consumer.committed([TopicPartition(self.topic, 0)], timeout=_TIMEOUT_S)
         except KafkaException as exc:
-            raise SetupError(f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: {_reason(exc)}") from None
+            raise SetupError(f"kafka sink: topic {self.topic} on {self.bootstrap_servers}: {reason(exc)}") from None
         finally:
             consumer.close()
         if committed.offset < 0 or not committed.metadata:
@@ -214,24 +215,17 @@ class KafkaSink(Sink):
         marker = json.loads(committed.metadata)
         return marker["generation"], marker["batch"], marker["published_ms"]
 
+    def check_brokers(self) -> None:
+        """Refuses, as the job starts, brokers that do not take the sink's options: a
+        failed login, an untrusted certificate, no answer (``kafka_client.check_brokers``)."""
+        check_brokers("kafka sink", self._settings())
+
     def _consumer(self):
-        try:
-            from confluent_kafka import Consumer
-        except ImportError:
-            raise SetupError("kafka sink: the driver writes with confluent-kafka: "
-                             "pip install 'persistent-state[kafka]'") from None
-        return Consumer({**self._settings(), "group.id": self.transactional_id, "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+        return client("Consumer", "kafka sink", {**self._settings(), "group.id": self.transactional_id,
+                                                 "enable.auto.commit": False, "isolation.level": "read_committed"})
 
     def _settings(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap_servers,
-                **{name.removeprefix("kafka."): value for name, value in self.kafka_options.items()}}
-
-
-def _reason(exc) -> str:
-    """A Kafka client error's reason, in one line."""
-    error = exc.args[0] if exc.args else exc
-    return error.str() if hasattr(error, "str") else str(error)
+        return client_settings("kafka sink", self.bootstrap_servers, self.kafka_options)
 
 
 def _texts(column) -> list[bytes | None]:

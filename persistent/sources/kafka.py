@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from persistent.core.errors import ConfigError, InputError, SetupError
+from persistent.core.kafka_client import check_brokers, client, client_settings
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage
 
@@ -60,7 +61,8 @@ class KafkaSource(Source):
 
     ``max_offsets_per_batch`` bounds a micro-batch (Spark's ``maxOffsetsPerTrigger``);
     ``kafka_options`` passes further options to Spark's Kafka source, such as
-    ``kafka.security.protocol`` or ``failOnDataLoss``.
+    ``kafka.security.protocol`` or ``failOnDataLoss``; the driver's offset lookups take
+    the ``kafka.*`` ones, translated for its client (``persistent.core.kafka_client``).
     """
 
     bootstrap_servers: str
@@ -141,24 +143,19 @@ class KafkaSource(Source):
                 f"over with a new checkpoint directory and output"
             )
 
+    def check_brokers(self) -> None:
+        """Refuses, as the job starts, brokers that do not take the source's options: a
+        failed login, an untrusted certificate, no answer (``kafka_client.check_brokers``)."""
+        check_brokers("kafka source", self._settings())
+
     def _consumer(self):
         """A Kafka consumer for offset lookups on the driver, with the source's
-        ``kafka.*`` options."""
-        try:
-            from confluent_kafka import Consumer, KafkaException
-        except ImportError:
-            raise SetupError(
-                "kafka source: the driver looks up Kafka offsets with confluent-kafka: "
-                "pip install 'persistent-state[kafka]'"
-            ) from None
-        settings = {"bootstrap.servers": self.bootstrap_servers, "group.id": "persistent-state-offsets",
-                    "enable.auto.commit": False}
-        settings |= {name.removeprefix("kafka."): value for name, value in self.kafka_options.items()
-                     if name.startswith("kafka.")}
-        try:
-            return Consumer(settings)
-        except KafkaException as exc:
-            raise ConfigError(f"kafka source: the driver's Kafka client refuses kafka_options: {exc}") from None
+        ``kafka.*`` options (``kafka_client.client_settings``)."""
+        return client("Consumer", "kafka source", {"group.id": "persistent-state-offsets",
+                                                   "enable.auto.commit": False, **self._settings()})
+
+    def _settings(self) -> dict[str, str]:
+        return client_settings("kafka source", self.bootstrap_servers, self.kafka_options)
 
     def _partitions(self, consumer) -> list[tuple[str, int]]:
         """The (topic, partition) pairs of the source's topics, as the brokers list them now."""

@@ -62,9 +62,9 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_kafka_options(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--kafka BOOTSTRAP``, ``--topic`` and ``--max-offsets-per-batch``: with
-    either of the first two, the application reads a Kafka topic instead of its other
-    input (``kafka_source``)."""
+    """Adds ``--kafka BOOTSTRAP``, ``--topic``, ``--max-offsets-per-batch`` and
+    ``--kafka-option``: with either of the first two, the application reads a Kafka
+    topic instead of its other input (``kafka_source``)."""
     kafka = parser.add_argument_group(
         "Kafka input", "read a topic through Spark's Kafka connector: spark-submit --packages "
                        "org.apache.spark:spark-sql-kafka-0-10_2.13:SPARK_VERSION (docs/deploy.md)")
@@ -72,19 +72,27 @@ def add_kafka_options(parser: argparse.ArgumentParser) -> None:
     kafka.add_argument("--topic", help="the topic to read (several: comma-separated)")
     kafka.add_argument("--max-offsets-per-batch", type=int, default=100_000, metavar="N",
                        help="records per micro-batch at most, over all partitions (default: %(default)s)")
+    kafka.add_argument("--kafka-option", action="append", default=[], metavar="kafka.NAME=VALUE",
+                       help="an option of Kafka's client as Spark's Kafka source takes it, such as "
+                            "kafka.security.protocol=SASL_SSL or kafka.sasl.jaas.config=...; once per option "
+                            "(docs/integrations.md#secured-kafka)")
 
 
 def kafka_source(args: argparse.Namespace):
     """The ``KafkaSource`` of the options of ``add_kafka_options``; a ``ConfigError``
-    when only one of ``--kafka`` and ``--topic`` is given, or ``--input`` as well."""
-    from persistent.core.errors import ConfigError
+    when only one of ``--kafka`` and ``--topic`` is given, ``--input`` as well, or a
+    ``--kafka-option`` that is no ``kafka.NAME=VALUE``."""
     from persistent.sources.kafka import KafkaSource
 
     if not args.kafka or not args.topic:
         raise ConfigError("--kafka and --topic go together: the brokers and the topic to read")
     if getattr(args, "input", None):
         raise ConfigError("--input and --kafka name two inputs: give one")
-    return KafkaSource(args.kafka, args.topic, max_offsets_per_batch=args.max_offsets_per_batch)
+    odd = next((option for option in args.kafka_option if not option.startswith("kafka.") or "=" not in option), None)
+    if odd is not None:  # named without its value, which may be a password
+        raise ConfigError(f"--kafka-option {odd.partition('=')[0]}: give kafka.NAME=VALUE, an option of Kafka's client")
+    return KafkaSource(args.kafka, args.topic, max_offsets_per_batch=args.max_offsets_per_batch,
+                       kafka_options=dict(option.split("=", 1) for option in args.kafka_option))
 
 
 def job_settings(args: argparse.Namespace, table: str, key_column: str, value_column: str) -> dict:

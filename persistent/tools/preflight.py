@@ -5,9 +5,11 @@ anything is created.
 ``check_job`` looks at a job as ``Job`` made it: its local checkpoint directory (and
 whether another job holds its lease, ``persistent.storage.lease``), its SQLite database
 or local Parquet directory, the local input directory of a files
-source, the metrics client when it serves metrics, and the Spark master. Directories
-on other file systems are left to the job's start: reaching them takes longer than a
-check should.
+source, the brokers of a Kafka source or sink (one metadata request with the driver's
+Kafka options: a failed login or an untrusted certificate is refused, naming the
+brokers; ``persistent.core.kafka_client``), the metrics client when it serves metrics,
+and the Spark master. Directories on other file systems are left to the job's start:
+reaching them takes longer than a check should.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import TYPE_CHECKING
 
 from persistent.core.errors import ConfigError, SetupError
 from persistent.runtime.metrics import prometheus_client
+from persistent.sinks.kafka import KafkaSink
 from persistent.sinks.parquet import ParquetSink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.files import FilesSource
+from persistent.sources.kafka import KafkaSource
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.lease import check_free
 from state.fs import LocalFileSystem, local_path
@@ -53,6 +57,9 @@ def check_job(job: Job, master: str | None) -> None:
         _check_directory_path(job.sink.directory, "Parquet output directory")
     if isinstance(job.source, FilesSource):
         _check_input_directory(job.source.directory)
+    for kafka in (job.source, job.sink):
+        if isinstance(kafka, (KafkaSource, KafkaSink)):
+            kafka.check_brokers()
     if job.metrics_port is not None:
         prometheus_client(job.metrics_port)
     if master:

@@ -12,7 +12,7 @@ from persistent.sinks.parquet import ParquetSink
 from persistent.sinks.postgres import PostgresSink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sinks.uri import sink_from_uri
-from persistent.tools.options import add_job_options, job_settings
+from persistent.tools.options import add_job_options, add_kafka_options, job_settings, kafka_source
 
 
 def parse(*argv):
@@ -79,3 +79,13 @@ def test_the_output_help_names_every_sink(capsys):
             "or console") in help_text
     assert "--metrics-host HOST" in help_text and "(default: 127.0.0.1, this host only; 0.0.0.0: every interface)" in (
         help_text)
+
+
+def test_kafka_options_reach_the_kafka_source_as_written():
+    parser = argparse.ArgumentParser()
+    add_kafka_options(parser)
+    login = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p=q";'
+    source = kafka_source(parser.parse_args(["--kafka", "b:9093", "--topic", "events", "--kafka-option",
+                                             "kafka.security.protocol=SASL_SSL",
+                                             f"--kafka-option=kafka.sasl.jaas.config={login}"]))
+    assert source.kafka_options == {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": login}

@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from pyspark import SparkContext
@@ -124,6 +125,32 @@ def test_metrics_without_their_extra_are_refused_naming_it(capsys, examples, her
                         here)
     assert (code, err) == (1, "metrics port 9108 needs prometheus_client, which is not installed: "
                               "pip install 'persistent-state[metrics]'\n")
+
+
+@pytest.mark.parametrize("refusal", ["a wrong password of --kafka", "an untrusted certificate of a kafka:// output"])
+def test_kafka_brokers_refusing_the_options_are_named_with_the_reason_and_nothing_is_created(
+        capsys, examples, here, secured_kafka, untrusted_truststore, refusal):
+    count, _ = examples
+    brokers = secured_kafka.secured
+    if refusal.endswith("--kafka"):  # the options a Spark user writes, one --kafka-option each
+        options = secured_kafka.options(password="wrong").items()
+        argv = ["--kafka", brokers, "--topic", "events", *(f"--kafka-option={n}={v}" for n, v in options),
+                "--output", f"sqlite://{here / 'out.db'}"]
+        reason = f"kafka source: brokers {brokers}: authentication failed (SASL authentication error: "
+    else:  # in the output's query
+        query = urlencode(secured_kafka.options(truststore=untrusted_truststore))
+        argv = ["--output", f"kafka://{brokers}/results?{query}"]
+        reason = f"kafka sink: brokers {brokers}: certificate not trusted (SSL handshake failed: "
+    code, err = refused(capsys, count.main, ["--checkpoint", "ck", *argv], here)
+    assert code == 2 and err.startswith(reason), err
+
+
+def test_a_kafka_option_that_is_no_kafka_name_and_value_is_refused_without_its_value(capsys, examples, here):
+    count, _ = examples
+    code, err = refused(capsys, count.main, ["--kafka", "127.0.0.1:9092", "--topic", "events", "--kafka-option",
+                                             "sasl.jaas.config=secret", "--checkpoint", "ck", "--output", "console"],
+                        here)
+    assert (code, err) == (2, "--kafka-option sasl.jaas.config: give kafka.NAME=VALUE, an option of Kafka's client\n")
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,3]", "local[*,2]",

@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 import uuid
 
-import pandas as pd
 import pytest
 
-from kafka_topics import new_topic
+from kafka_topics import Results, committed, new_topic, newest_values
 from persistent.core.errors import ConfigError, OutputError, RestartRefusedError, SetupError
 from persistent.sinks import kafka as kafka_sink
 from persistent.sinks.base import BatchId
@@ -23,43 +22,9 @@ from persistent.sinks.uri import sink_from_uri
 pytestmark = pytest.mark.spark
 
 
-class Results:
-    """A micro-batch's results as the sink reads them (``toPandas``)."""
-
-    def __init__(self, rows: list[tuple], windowed: bool = False):
-        columns = ["key", "window_start", "window_end", "value"] if windowed else ["key", "value"]
-        self.frame = pd.DataFrame(rows, columns=columns)
-
-    def toPandas(self) -> pd.DataFrame:  # noqa: N802 (Spark's name)
-        return self.frame
-
-
 @pytest.fixture
 def topic(kafka_broker) -> str:
     return new_topic(kafka_broker.bootstrap, "results", 2)
-
-
-def committed(bootstrap: str, topic: str) -> list[tuple]:
-    """Every record of ``topic`` a read_committed consumer sees until it has waited 2 s
-    for more: key, value, timestamp, headers, partition; by generation, micro-batch and key."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    try:
-        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        records, idle = [], 0
-        while idle < 4:
-            message = consumer.poll(0.5)
-            idle = idle + 1 if message is None else 0
-            if message is not None:
-                assert message.error() is None, message.error()
-                records.append((message.key().decode(), message.value().decode(), message.timestamp()[1],
-                                {k: v.decode() for k, v in message.headers() or []}, message.partition()))
-    finally:
-        consumer.close()
-    return sorted(records, key=lambda r: (int(r[3]["generation"]), int(r[3]["batch"]), r[0]))
 
 
 def test_each_micro_batch_is_read_once_and_a_replay_of_a_committed_one_writes_nothing(kafka_broker, topic):
@@ -187,8 +152,4 @@ def test_the_count_example_killed_at_every_crash_point_writes_each_micro_batch_o
         crasher.crash_at(point, 2)
     final = crasher.run()
     assert final.returncode == 0, final.log
-    records = committed(kafka_broker.bootstrap, topic)
-    batches = [(headers["generation"], headers["batch"], key) for key, _, _, headers, _ in records]
-    assert len(batches) == len(set(batches)), f"seed {crasher.seed}: a micro-batch's record read twice"
-    newest = {key: int(value) for key, value, _, _, _ in records}  # by generation, micro-batch: the newest last
-    assert newest == source.written, f"seed {crasher.seed}"
+    assert newest_values(committed(kafka_broker.bootstrap, topic)) == source.written, f"seed {crasher.seed}"
