@@ -3,6 +3,7 @@
 # `make test` runs pytest in two processes (pytest-xdist): the Spark tests one after
 # another in one of them, the other tests beside them (tests/conftest.py).
 # `make soak` runs the sustained-load test (minutes; CI runs it after `make test`).
+# `make compat SPARK=X.Y.Z` runs the compatibility subset on another pyspark of the range.
 # `make bench` runs the benchmark (bench/run.py; BENCH_ARGS passes options to it), then
 # writes bench/results/results.json's figures into docs/performance.md (python -m bench.report).
 # `make mutants` runs the mutation tests (docs/testing.md).
@@ -15,7 +16,7 @@ MUTANTS_STAMP := $(VENV)/.mutants-stamp
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
-.PHONY: demo test soak bench mutants docs check-env clean
+.PHONY: jvm compat demo test soak bench mutants docs check-env clean
 
 check-env:
 	@$(PYTHON) persistent/tools/environment.py
@@ -26,24 +27,50 @@ $(STAMP): setup.cfg pyproject.toml | check-env
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+# Spark's half of the fold, a jar per supported Spark minor version, built with Maven when
+# persistent/jvm/ changed since (persistent/jvm/build.py; the wheel's build runs it too).
+jvm: $(STAMP)
+	$(VENV)/bin/python persistent/jvm/build.py
+
+demo: jvm
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python -m persistent.examples.demo
 
-test: $(STAMP)
+test: jvm
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python tests/jvm_servers.py
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
 
-soak: $(STAMP)
+soak: jvm
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python -m pytest tests/spark/soak
+
+# The compatibility subset on another Spark of the range, in its own virtual environment:
+# `make compat SPARK=4.2.1` (CI runs the newest; docs/testing.md). COMPAT_TESTS picks the tests.
+COMPAT_TESTS ?= tests/spark/test_crash.py::test_folded_counts_across_kills_on_path_a_path_b_and_a_rescale_are_exact \
+	tests/spark/test_crash.py::test_packed_counts_across_kills_on_path_a_path_b_and_a_rescale_are_exact \
+	tests/spark/test_window_crashes.py::test_folded_windows_across_kills_on_path_a_path_b_and_a_rescale_are_exact \
+	tests/spark/test_kafka.py::test_path_b_rewinds_every_partition_by_timestamp_even_one_without_records_after_the_clock \
+	tests/spark/test_kafka.py::test_killed_at_every_crash_point_then_path_a \
+	tests/spark/test_hdfs.py::test_wordcount_on_hdfs_killed_then_path_a_and_path_b \
+	tests/spark/test_folded_job.py tests/spark/test_fold_order.py
+COMPAT_VENV := .venv-spark-$(SPARK)
+
+compat: export PYSPARK_PYTHON := $(CURDIR)/$(COMPAT_VENV)/bin/python
+compat: export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(COMPAT_VENV)/bin/python
+compat: jvm
+	@test -n "$(SPARK)" || { echo "make compat SPARK=X.Y.Z: the pyspark version to test on"; exit 2; }
+	@test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT_VENV)/bin/python -m pip install --quiet -e '.[test]' 'pyspark[connect]==$(SPARK)'
+	$(COMPAT_VENV)/bin/python tests/jvm_servers.py
+	$(COMPAT_VENV)/bin/python -m pytest -n 2 --dist loadgroup -p no:cacheprovider $(COMPAT_TESTS)
 
 $(BENCH_STAMP): $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,bench]'
 	@touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) jvm
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 	$(VENV)/bin/python -m bench.report

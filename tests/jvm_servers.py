@@ -1,18 +1,20 @@
-"""Real Kafka and HDFS servers for the integration tests, on loopback ports.
+"""Real Kafka, HDFS and YARN servers for the integration tests, on loopback ports.
 
 Their jars come from Maven Central as ``tests/jvm/pom.xml`` lists them: ``fetch`` copies them
 with ``mvn`` into a cache (``.venv/jvm/`` of this checkout) and fetches again only when the
-pom, ``tests/jvm/MiniHdfs.java`` or this module has changed.
+pom, ``tests/jvm/MiniHdfs.java``, ``tests/jvm/MiniYarn.java`` or this module has changed.
 
-``KafkaBroker`` runs a single-node Kafka (KRaft: broker and controller in one process) and
-``MiniHdfs`` an HDFS NameNode with one DataNode and WebHDFS. Each is a context manager that
-starts its server in a directory of its own, which holds the server's log (``log_tail()``
-returns its end, for a failure message), and stops it on exit::
+``KafkaBroker`` runs a single-node Kafka (KRaft: broker and controller in one process),
+``MiniHdfs`` an HDFS NameNode with one DataNode and WebHDFS, and ``MiniYarn`` a YARN
+ResourceManager with one NodeManager. Each is a context manager that starts its server in a
+directory of its own, which holds the server's log (``log_tail()`` returns its end, for a
+failure message), and stops it on exit::
 
-    with KafkaBroker() as kafka, MiniHdfs() as hdfs:
+    with KafkaBroker() as kafka, MiniHdfs() as hdfs, MiniYarn(default_fs=hdfs.uri) as yarn:
         kafka.bootstrap      # "127.0.0.1:PORT"
         hdfs.uri             # "hdfs://127.0.0.1:PORT"
         hdfs.webhdfs         # "127.0.0.1:PORT"
+        yarn.conf_dir        # a HADOOP_CONF_DIR for spark-submit --master yarn
         hdfs.restart_namenode()
         kafka.kill(); kafka.start_again()
 
@@ -36,14 +38,18 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 import zipfile
 from pathlib import Path
 
 JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
 POM = JVM_SOURCES / "pom.xml"
-MINI_HDFS_SOURCE = JVM_SOURCES / "MiniHdfs.java"
-DEFAULT_CACHE = JVM_SOURCES.parents[1] / ".venv" / "jvm"
+#: The Hadoop servers' main classes, compiled against the jars of the pom's profile ``hadoop``.
+MINI_SERVER_SOURCES = (JVM_SOURCES / "MiniHdfs.java", JVM_SOURCES / "MiniYarn.java")
+#: In the virtual environment of the running Python (``make compat`` has one per Spark
+#: version: the archives and Spark's Kafka connector follow its pyspark), else in .venv.
+DEFAULT_CACHE = (Path(sys.prefix) if sys.prefix != sys.base_prefix else JVM_SOURCES.parents[1] / ".venv") / "jvm"
 MAVEN_CENTRAL = "https://repo.maven.apache.org"
 
 # Quick to start and small: the servers of a test handle little data.
@@ -66,17 +72,17 @@ class ServersUnavailable(RuntimeError):
 def fetch(cache_dir: str | os.PathLike | None = None) -> Path:
     """The directory with the servers' jars, fetched if they are missing or stale.
 
-    It has ``kafka/`` and ``hdfs/``, the jars of the pom's profiles of those names (``hdfs/``
-    with ``MiniHdfs`` compiled), and a class data sharing archive per server, which makes its
-    JVM start faster; ``maven/``, Maven's repository for them (not ``~/.m2``: Spark's
+    It has ``kafka/`` and ``hadoop/``, the jars of the pom's profiles of those names (``hadoop/``
+    with ``MiniHdfs`` and ``MiniYarn`` compiled), and a class data sharing archive per server,
+    which makes its JVM start faster; ``maven/``, Maven's repository for them (not ``~/.m2``: Spark's
     ``--packages`` looks there first, and fails on a pom whose jar Maven did not need).
-    It also has spark-submit fetch Spark's Kafka connector at pyspark's version
-    (``--packages``, into Ivy's cache), as the Kafka tests' runs load it. Concurrent
+    It also has spark-submit fetch Spark's Kafka connector (``kafka_connector``:
+    ``--packages``, into Ivy's cache), as the Kafka tests' runs load it. Concurrent
     calls wait for each other.
     """
     cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
     cache.mkdir(parents=True, exist_ok=True)
-    sources = (POM, MINI_HDFS_SOURCE, Path(__file__))
+    sources = (POM, *MINI_SERVER_SOURCES, Path(__file__))
     spark = _spark_version()
     # A class data sharing archive serves only the JVM that wrote it, with the very jars
     # it read (the JVM compares their times and sizes): a reinstalled pyspark needs another.
@@ -91,17 +97,20 @@ def fetch(cache_dir: str | os.PathLike | None = None) -> Path:
         for tool, what in (("mvn", "Maven 3"), ("javac", "a JDK 17")):
             if shutil.which(tool) is None:
                 raise ServersUnavailable(
-                    f"the real Kafka and HDFS servers need {what}: `{tool}` is not on the PATH"
+                    f"the real Kafka, HDFS and YARN servers need {what}: `{tool}` is not on the PATH"
                 )
-        stamp.unlink(missing_ok=True)
-        for server in (KafkaBroker, MiniHdfs):
-            shutil.rmtree(cache / server.name, ignore_errors=True)
-            (cache / f"{server.name}.jsa").unlink(missing_ok=True)
-            _copy_dependencies(server.name, cache / server.name)
-        _fetch_kafka_connector(spark)
-        _compile_mini_hdfs(cache / "hdfs")
-        _split_hadoop_web_entries(cache / "hdfs")
-        for server in (KafkaBroker, MiniHdfs):
+        # Everything is fetched again but Maven's repository (and the lock, held).
+        for entry in cache.iterdir():
+            if entry.is_dir() and entry.name != "maven":
+                shutil.rmtree(entry)
+            elif entry.is_file() and entry.name != ".lock":
+                entry.unlink()
+        for profile in sorted({server.profile for server in SERVERS}):
+            _copy_dependencies(profile, cache / profile)
+        _fetch_kafka_connector()
+        _compile_mini_servers(cache / MiniHdfs.profile)
+        _split_hadoop_web_entries(cache / MiniHdfs.profile)
+        for server in SERVERS:
             server(cache_dir=cache).record_class_archive()
         _record_spark_class_archive(cache / SPARK_ARCHIVE)
         stamp.write_text(digest)
@@ -174,11 +183,19 @@ def _spark_jars_signature() -> bytes:
     return "".join(f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns};" for jar in jars).encode()
 
 
-def _fetch_kafka_connector(spark: str) -> None:
+def kafka_connector() -> str:
+    """Spark's Kafka connector for the installed pyspark, as ``--packages`` names it: of
+    the first release of its minor version, which serves each of its patch releases
+    (Maven Central may not have the connector of the newest one yet)."""
+    major, minor = _spark_version().split(".")[:2]
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{major}.{minor}.0"
+
+
+def _fetch_kafka_connector() -> None:
     """Has spark-submit resolve Spark's Kafka connector (``--packages``) into Ivy's cache."""
     from pyspark.find_spark_home import _find_spark_home
 
-    package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark}"
+    package = kafka_connector()
     with tempfile.TemporaryDirectory() as empty:
         nothing = Path(empty) / "nothing.py"
         nothing.write_text("")
@@ -219,20 +236,21 @@ def _maven_failure(output: str) -> str:
     transfer = re.search(r"transfer failed for \S+: (.*)", first)
     reason = transfer.group(1) if transfer else first.rsplit(": ", 1)[-1]
     return (
-        f"the real Kafka and HDFS servers need Maven Central ({MAVEN_CENTRAL}): "
+        f"the real Kafka, HDFS and YARN servers need Maven Central ({MAVEN_CENTRAL}): "
         f"mvn could not download {what} ({reason.rstrip('. ')})"
     )
 
 
-def _compile_mini_hdfs(jars: Path) -> None:
-    """Compiles MiniHdfs.java against the jars in ``jars`` into ``jars/mini-hdfs.jar``."""
+def _compile_mini_servers(jars: Path) -> None:
+    """Compiles MINI_SERVER_SOURCES against the jars in ``jars`` into ``jars/mini-servers.jar``."""
     with tempfile.TemporaryDirectory() as classes:
         command = ["javac", "-nowarn", "-d", classes, "-cp", _classpath(jars),
-                   str(MINI_HDFS_SOURCE)]
+                   *map(str, MINI_SERVER_SOURCES)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
-            raise ServersUnavailable(f"javac could not compile {MINI_HDFS_SOURCE}: {done.stderr}")
-        with zipfile.ZipFile(jars / "mini-hdfs.jar", "w") as jar:
+            names = ", ".join(source.name for source in MINI_SERVER_SOURCES)
+            raise ServersUnavailable(f"javac could not compile {names} in {JVM_SOURCES}: {done.stderr}")
+        with zipfile.ZipFile(jars / "mini-servers.jar", "w") as jar:
             for path in sorted(Path(classes).glob("*.class")):
                 jar.write(path, path.name)
 
@@ -280,7 +298,8 @@ def _java() -> str:
 class _JavaServer:
     """A server in a JVM of its own, with a directory for its data and its log."""
 
-    name: str  # also the name of its profile in the pom, and of its folder in the cache
+    name: str  # also of its log, and of its JVM's class data sharing archive in the cache
+    profile: str  # the pom's profile whose jars (the cache's folder of that name) its JVM runs on
     main: str  # the main class of its JVM
     heap = "512m"
     start_timeout = 120
@@ -331,7 +350,7 @@ class _JavaServer:
             self.directory.mkdir(parents=True, exist_ok=True)
         try:
             started = time.monotonic()
-            self._start(_classpath(self._jars / self.name))
+            self._start(_classpath(self._jars / self.profile))
             self.startup_seconds = time.monotonic() - started
         except BaseException:
             self.__exit__(None, None, None)
@@ -381,7 +400,7 @@ class KafkaBroker(_JavaServer):
     age unless their topic sets ``retention.ms``. The retention check runs every second.
     """
 
-    name = "kafka"
+    name = profile = "kafka"
     main = "kafka.Kafka"
 
     def __init__(self, directory=None, cache_dir=None, *, properties: dict | None = None):
@@ -439,7 +458,7 @@ class KafkaBroker(_JavaServer):
 
     def start_again(self) -> None:
         """Starts the killed broker on its ports and data, as its machine's restart would."""
-        self._launch(_classpath(self._jars / self.name))
+        self._launch(_classpath(self._jars / self.profile))
 
     def _start(self, classpath: str) -> None:
         self.port, self._controller_port = _free_ports(2)
@@ -499,7 +518,60 @@ rootLogger.appenderRef.out.ref = out
 """
 
 
-class MiniHdfs(_JavaServer):
+class _PipedServer(_JavaServer):
+    """A server whose JVM writes a line of JSON on stdout once it has started, then answers
+    each command, a line on stdin, with a line (``ok`` or ``error: ...``); the end of its
+    stdin shuts it down."""
+
+    def __init__(self, directory=None, cache_dir=None):
+        super().__init__(directory, cache_dir)
+        self._replies: queue.Queue[str | None] = queue.Queue()
+
+    def _launch(self, classpath: str, *args: str) -> dict:
+        """Starts the JVM with ``args``; returns the JSON of its first line."""
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                self._command(classpath, self.main, *args),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+            )
+        threading.Thread(target=self._read_replies, name=f"{self.main} replies", daemon=True).start()
+        return json.loads(self._reply("start"))
+
+    def _read_replies(self) -> None:
+        for line in self.process.stdout:
+            self._replies.put(line.strip())
+        self._replies.put(None)
+
+    def _reply(self, what: str) -> str:
+        try:
+            reply = self._replies.get(timeout=self.start_timeout)
+        except queue.Empty:
+            raise self._failed(f"did not {what} within {self.start_timeout} s") from None
+        if reply is None:
+            raise self._failed(f"exited with status {self.process.wait()} on {what}")
+        return reply
+
+    def _request(self, command: str) -> None:
+        try:
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            status = self.process.wait()
+            raise self._failed(f"exited with status {status} before {command}") from None
+        reply = self._reply(command)
+        if reply != "ok":
+            raise self._failed(f"{command}: {reply}")
+
+    def _stop(self) -> None:
+        """Closing its stdin shuts the server down; it is terminated if that takes too long."""
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            super()._stop()
+
+
+class MiniHdfs(_PipedServer):
     """HDFS on loopback: a NameNode and one DataNode, with WebHDFS.
 
     Files have one replica and permissions are off, so any user may write anywhere. The
@@ -507,6 +579,7 @@ class MiniHdfs(_JavaServer):
     """
 
     name = "hdfs"
+    profile = "hadoop"
     main = "MiniHdfs"
 
     def __init__(self, directory=None, cache_dir=None, *, rpc_port: int = 0, http_port: int = 0):
@@ -514,7 +587,6 @@ class MiniHdfs(_JavaServer):
         super().__init__(directory, cache_dir)
         self.rpc_port = rpc_port
         self.http_port = http_port
-        self._replies: queue.Queue[str | None] = queue.Queue()
 
     @property
     def uri(self) -> str:
@@ -546,49 +618,84 @@ class MiniHdfs(_JavaServer):
         self._request("start-datanode")
 
     def _start(self, classpath: str) -> None:
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                self._command(classpath, self.main, str(self.directory / "data"),
-                              str(self.rpc_port), str(self.http_port)),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-            )
-        threading.Thread(target=self._read_replies, name="MiniHdfs replies", daemon=True).start()
-        addresses = json.loads(self._reply("start"))
+        addresses = self._launch(classpath, str(self.directory / "data"), str(self.rpc_port), str(self.http_port))
         self.rpc_port = addresses["rpc_port"]
         self.http_port = addresses["http_port"]
 
-    def _read_replies(self) -> None:
-        for line in self.process.stdout:
-            self._replies.put(line.strip())
-        self._replies.put(None)
 
-    def _reply(self, what: str) -> str:
-        try:
-            reply = self._replies.get(timeout=self.start_timeout)
-        except queue.Empty:
-            raise self._failed(f"did not {what} within {self.start_timeout} s") from None
-        if reply is None:
-            raise self._failed(f"exited with status {self.process.wait()} on {what}")
-        return reply
+class MiniYarn(_PipedServer):
+    """YARN on loopback: a ResourceManager and one NodeManager, for ``spark-submit --master yarn``.
 
-    def _request(self, command: str) -> None:
-        try:
-            self.process.stdin.write(command + "\n")
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            status = self.process.wait()
-            raise self._failed(f"exited with status {status} before {command}") from None
-        reply = self._reply(command)
-        if reply != "ok":
-            raise self._failed(f"{command}: {reply}")
+    ``conf_dir`` holds its clients' ``core-site.xml`` and ``yarn-site.xml``: a
+    ``HADOOP_CONF_DIR``. Its file system (``fs.defaultFS``, where Spark stages an
+    application's files) is ``default_fs``, an HDFS's URI, or without one the local file
+    system. The NodeManager gives containers 4 GB and 2 cores, in steps of 128 MB, without
+    checking what their processes use; their processes run as this process's user, with the
+    cluster's JDK as ``JAVA_HOME``, and may start any program of this machine by its path
+    (this Python). Applications run in one queue, whose application masters may take all of
+    it, and a failed application master is started again once (YARN's default of at most 2
+    attempts).
+    """
 
-    def _stop(self) -> None:
-        """Closing its stdin shuts the cluster down; it is terminated if that takes too long."""
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            super()._stop()
+    name = "yarn"
+    profile = "hadoop"
+    main = "MiniYarn"
+
+    def __init__(self, directory=None, cache_dir=None, *, default_fs: str | None = None):
+        super().__init__(directory, cache_dir)
+        self.default_fs = default_fs
+        #: The ResourceManager's addresses, ``localhost:PORT``: ``address`` (its clients'),
+        #: ``scheduler_address`` (the application masters'), ``resource_tracker_address``,
+        #: ``admin_address`` and ``web_address`` (its web UI and REST API).
+        self.addresses: dict[str, str] = {}
+        #: The NodeManager's log directory: ``APPLICATION/CONTAINER/{stdout,stderr}``.
+        self.log_dir: Path | None = None
+
+    @property
+    def conf_dir(self) -> Path:
+        """The clients' Hadoop configuration, a ``HADOOP_CONF_DIR``."""
+        return self.directory / "conf"
+
+    def nodes(self) -> list[dict]:
+        """The NodeManagers the ResourceManager knows, as its REST API describes them."""
+        return (self._rest("nodes")["nodes"] or {}).get("node", [])
+
+    def end_applications(self) -> None:
+        """Kills the applications that run; returns once their containers have ended."""
+        self._request("end-applications")
+
+    def running_applications(self) -> list[str]:
+        """The ids of the applications that have not ended (``application_..._0001``): those
+        that run, and those waiting for their application master."""
+        answer = self._rest("apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING")
+        return [app["id"] for app in (answer["apps"] or {}).get("app", [])]
+
+    def attempts(self, application: str) -> list[dict]:
+        """The attempts of ``application``, first first, as the REST API describes them."""
+        return self._rest(f"apps/{application}/appattempts")["appAttempts"]["appAttempt"]
+
+    def container_logs(self, application: str) -> dict[str, str]:
+        """The output (``stdout``, then ``stderr``) of each container of ``application``, by
+        the container's id; the application master of attempt N is ``container_..._0N_000001``."""
+        containers = sorted((self.log_dir / application).glob("container_*"))
+        return {container.name: "".join((container / name).read_text(errors="replace")
+                                        for name in ("stdout", "stderr") if (container / name).is_file())
+                for container in containers}
+
+    def _rest(self, path: str) -> dict:
+        url = f"http://{self.addresses['web_address']}/ws/v1/cluster/{path}"
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.load(answer)
+
+    def _start(self, classpath: str) -> None:
+        self.addresses = self._launch(classpath, str(self.directory / "cluster"), str(self.conf_dir),
+                                      *([self.default_fs] if self.default_fs else []))
+        self.log_dir = Path(self.addresses.pop("log_dir"))
+
+
+#: The servers, each with a class data sharing archive of its own in the cache.
+SERVERS = (KafkaBroker, MiniHdfs, MiniYarn)
 
 
 if __name__ == "__main__":  # `make test` fetches before the tests run: one sentence if it cannot

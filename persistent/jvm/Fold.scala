@@ -30,8 +30,8 @@
 // `PackPerGroup` writes each key group's messages of a partition into one Arrow stream,
 // which crosses the shuffle as one row (persistent.runtime.fold.packed).
 //
-// The runtime compiles this file with the Scala compiler in pyspark's own jars, against
-// the Spark it runs on, and loads it into the running session (no restart, no setting).
+// Maven builds this file into a jar per supported Spark minor version (pom.xml, build.py);
+// the runtime loads the running Spark's into the session (no restart, no setting).
 package org.apache.spark.sql.persistent
 
 import java.io.ByteArrayOutputStream

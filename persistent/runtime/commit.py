@@ -116,7 +116,8 @@ class Commit:
     #: the chains it keeps.
     whole_every_ms: int | None = field(kw_only=True)
     #: Whether the key groups run with the job's watermark (``watermark_ms``), which they
-    #: compute from every source partition's newest event time, else with Spark's.
+    #: compute from every source partition's newest event time, else with Spark's: whether
+    #: Spark's half of the fold is loaded, which sends them those times.
     job_watermark: bool = field(default=False, kw_only=True)
     #: Per key group, the whole checkpoint each checkpoint it wrote in this run starts its
     #: chain at (``GroupReport.whole_ms``), from the oldest one retention may keep on;
@@ -209,6 +210,7 @@ class Commit:
             commit_seconds=ended - computed,
             folded=sum(r.folded for r in reports),
             partials=sum(r.partials for r in reports),
+            spark_half=self.job_watermark,
         )
         self.directory.record_progress(progress)
         self.befores.clear()

@@ -7,9 +7,9 @@ aggregation first combines the rows of each key in the task that reads them. A
 monoid's ``plus`` is associative, so a task whose message values Spark can compute
 itself (``MonoidTask``: ``Count``, ``Averaged``) can be folded the same way, and each
 key group folds the partials into its table as it folds messages. Spark's half is
-``persistent/jvm/Fold.scala``, which the runtime compiles against the running Spark
-(the Scala compiler comes with pyspark's jars) and loads into the session
-(``load_extension``).
+``persistent/jvm/Fold.scala``, built with Maven into a jar per supported Spark minor
+version (``persistent/jvm/build.py``), which the wheel ships and the runtime loads into
+the session (``load_extension``).
 
 **The rule.** A job folds when its task is a ``MonoidTask`` (whose state is not
 windowed, or windowed by a ``Window``: not sessions, whose bounds depend on the
@@ -66,11 +66,6 @@ partitions) folds alike.
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import subprocess
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,19 +77,19 @@ from persistent.core.task import MonoidTask
 from persistent.core.task import MESSAGE_COLUMNS
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PACKED,
                                      PACKED_SEQ, PART, PARTIAL, TIMESTAMP, VALUE, Kind, no_message_columns)
+from persistent.runtime.spark import minor_of
 
 __all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per_group", "pack_of", "packed",
-           "PACKS", "WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS", "SOURCE"]
+           "jar_of", "PACKS", "WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS", "JARS"]
 
-#: Spark's half of the fold.
-SOURCE = Path(__file__).resolve().parent.parent / "jvm" / "Fold.scala"
+#: Where the jars of Spark's half of the fold are: one per Spark minor version,
+#: ``persistent-fold-spark-X.Y.jar`` (``persistent/jvm/build.py``).
+JARS = Path(__file__).resolve().parent.parent / "jvm"
 #: The local property that carries the micro-batch's watermark to its tasks (``BatchWatermark``).
 WATERMARK_PROPERTY = "persistent.watermark_ms"
 #: The local property of the query's thread that, ``PASS`` when Spark plans a micro-batch,
 #: makes each of its rows a partial of its own (``PartialFold.Property``).
 FOLD_PROPERTY, PASS = "persistent.fold", "pass"
-#: Where compiled extensions are kept, one per Spark version and source.
-CACHE_ENV = "PERSISTENT_JVM_CACHE"
 #: The column of a row's bucket (a message's time when it does not fold).
 _BUCKET = "bucket"
 #: The key and value types a pack carries: those pandas reads from an Arrow column as
@@ -261,55 +256,42 @@ def _array(spark, java_class: str, values: list):
     return array
 
 
+def jar_of(spark_version: str) -> Path:
+    """The jar of Spark's half of the fold for Spark ``spark_version`` (its minor version's)."""
+    return JARS / f"persistent-fold-spark-{minor_of(spark_version)}.jar"
+
+
 def load_extension(spark) -> str | None:
-    """Compiles Spark's half of the fold for ``spark``'s Spark, if not done before, and
-    loads it into the session: the driver's class loader, the executors' jars and the
-    session's planner. Returns None, or why it could not (no fold then)."""
+    """Loads Spark's half of the fold, the jar of ``spark``'s Spark version, into the
+    session: the driver's class loader and the executors' jars (unless ``--jars`` or
+    ``spark.jars`` put it there already), and the session's planner. Returns None, or
+    why it could not (no fold then)."""
+    jar = jar_of(spark.version)
+    if not jar.is_file():
+        built = ", ".join(sorted(p.name for p in JARS.glob("persistent-fold-spark-*.jar"))) or "none"
+        return f"Spark's half of the fold is not loaded: no {jar.name} in {JARS} (built: {built})"
     jvm = spark.sparkContext._jvm
     try:
-        jar = _compiled(spark.version, jvm.System.getProperty("java.class.path"),
-                        jvm.System.getProperty("java.home"))
-        url = jvm.java.io.File(str(jar)).toURI().toURL()
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        if not any(str(u) == str(url) for u in loader.getURLs()):
-            loader.addURL(url)
+        if not _loads(jvm, loader):
+            loader.addURL(jvm.java.io.File(str(jar)).toURI().toURL())
             spark.sparkContext._jsc.sc().addJar(str(jar))
         _half(spark).register(spark._jsparkSession)
-    except (OSError, subprocess.SubprocessError, RuntimeError) as exc:  # no java, a timeout, the compiler
-        return f"Spark's half of the fold is not loaded: {exc}"
     except Exception as exc:  # Py4J: the class loader is not Spark's, or the class did not load
-        return f"Spark's half of the fold is not loaded: {type(exc).__name__}: {exc}"
+        return f"Spark's half of the fold is not loaded from {jar}: {type(exc).__name__}: {exc}"
     return None
 
 
+def _loads(jvm, loader) -> bool:
+    """Whether ``loader`` has Spark's half already (this session loaded it, or the
+    application was given its jar)."""
+    try:
+        jvm.java.lang.Class.forName("org.apache.spark.sql.persistent.Fold", False, loader)
+    except Exception:  # Py4J's error for the ClassNotFoundException
+        return False
+    return True
+
+
 def _half(spark):
-    """Spark's half of the fold (``Fold`` of ``SOURCE``), through Py4J."""
+    """Spark's half of the fold (``Fold`` of ``persistent/jvm/Fold.scala``), through Py4J."""
     return spark.sparkContext._jvm.org.apache.spark.sql.persistent.Fold
-
-
-def _cache() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "persistent-state" / "jvm")
-
-
-def _compiled(spark_version: str, classpath: str, java_home: str) -> Path:
-    """The jar of ``SOURCE`` compiled for Spark ``spark_version`` (whose jars are on the
-    driver's ``classpath``), kept in ``_cache()`` by version and source."""
-    source = SOURCE.read_bytes()
-    jar = _cache() / f"persistent-fold-{spark_version}-{hashlib.sha256(source).hexdigest()[:16]}.jar"
-    if jar.exists():
-        return jar
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=jar.parent) as work:
-        classes = Path(work) / "classes"
-        classes.mkdir()
-        java = Path(java_home) / "bin" / "java"
-        done = subprocess.run([str(java), "-cp", classpath, "scala.tools.nsc.Main", "-usejavacp", "-nowarn",
-                               "-d", str(classes), str(SOURCE)], capture_output=True, text=True, timeout=600)
-        if done.returncode:
-            raise RuntimeError(f"the Scala compiler failed on {SOURCE}: {done.stdout}{done.stderr}".strip())
-        staged = Path(work) / jar.name
-        with zipfile.ZipFile(staged, "w") as archive:
-            for path in sorted(classes.rglob("*.class")):
-                archive.write(path, path.relative_to(classes).as_posix())
-        os.replace(staged, jar)
-    return jar

@@ -29,7 +29,7 @@ from persistent.storage.records import BatchProgress
 if TYPE_CHECKING:  # the job module imports the planner, which imports this one
     from persistent.runtime.job import Job
 
-__all__ = ["JobMetrics", "GAUGES", "COUNTERS", "TIMES", "INFO", "DEFAULT_HOST", "MetricsClientMissing",
+__all__ = ["JobMetrics", "GAUGES", "COUNTERS", "TIMES", "INFO", "SPARK_HALF", "DEFAULT_HOST", "MetricsClientMissing",
            "prometheus_client"]
 
 #: Where a job serves its metrics unless told otherwise: this host only.
@@ -111,6 +111,9 @@ COUNTERS: tuple[tuple[str, str, Figure], ...] = (
 )
 
 
+#: Set when the job has started: 1 when Spark's half of the fold runs, 0 when not.
+SPARK_HALF = "persistent_spark_half_loaded"
+
 #: The job's settings, served from the start with the value 1 as ``persistent_job_info``
 #: (Prometheus' client adds the suffix ``_info``).
 INFO = "persistent_job"
@@ -154,6 +157,9 @@ class JobMetrics:
                 gauge.labels(app=app)  # served from now on, at 0
         self._counters = [(prometheus.Counter(name, text, ["app"], registry=registry).labels(app=app), figure)
                           for name, text, figure in COUNTERS]
+        self._spark_half = prometheus.Gauge(
+            SPARK_HALF, "1 when Spark's half of the fold runs (the fold before the shuffle, the packs, the job's "
+            "watermark), 0 when the job runs without it (its first lines say why).", ["app"], registry=registry)
         if settings is not None:
             prometheus.Info(INFO, "The job's settings.", ["app"], registry=registry).labels(
                 app=app).info(settings)
@@ -162,6 +168,10 @@ class JobMetrics:
         except OSError as exc:
             raise OSError(exc.errno, f"Job: cannot serve metrics on {address} port {port}: {exc.strerror}") from exc
         self.address = f"{address}:{port}"
+
+    def started(self, spark_half: bool) -> None:
+        """Serves whether the started job runs with Spark's half of the fold."""
+        self._spark_half.labels(app=self.app).set(int(spark_half))
 
     def publish(self, progress: BatchProgress) -> None:
         """Sets the gauges to a committed micro-batch's figures and adds them to the totals."""

@@ -89,6 +89,7 @@ from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, TIMESTAMP, VALUE, group,
                                      heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
+from persistent.runtime.spark import check_spark
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
@@ -173,7 +174,9 @@ class Plan:
         """Takes the job directory's lease (``persistent.storage.lease``: a directory
         another job runs on is refused here, before anything is written), plans
         recovery, builds the query and starts it; with ``Job.metrics_port``, first
-        serves the metrics (until ``RunningJob.stop``)."""
+        serves the metrics (until ``RunningJob.stop``). A session of a Spark the project
+        does not run on is refused first."""
+        check_spark(spark)
         directory = JobDirectory(self._filesystem(spark), self.job.checkpoint_dir)
         lease = JobLease.acquire(directory, f"Spark application {spark.sparkContext.applicationId}",
                                  report=lambda message: stderr.line(f"[persistent] {message}"))
@@ -225,6 +228,8 @@ class Plan:
         directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
         unloaded = load_extension(spark)
+        if metrics:
+            metrics.started(spark_half=unloaded is None)
         if unloaded:
             stderr.line(f"[persistent] the watermark is Spark's, which a source partition behind the others does "
                         f"not hold back: {unloaded}")

@@ -228,6 +228,9 @@ class BatchProgress(Record):
     #: The job's watermark in the next micro-batch (``persistent.runtime.commit``); None
     #: in older records, and where the job runs with Spark's watermark.
     next_watermark_ms: int | None = None
+    #: Whether the run had Spark's half of the fold loaded (``persistent.runtime.fold``:
+    #: the fold, the packs and the job's watermark); None in older records.
+    spark_half: bool | None = None
     #: Messages not applied for being late in this micro-batch and every one the job
     #: directory recorded before it since it counts them (a restart from the clock
     #: reads some input again, and counts its late messages again); None in older records.

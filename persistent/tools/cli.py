@@ -165,6 +165,10 @@ def _print_progress(progress: list[BatchProgress], now_ms: int) -> None:
         f"({_duration(now_ms - last.finished_at_ms)} ago)"
     )
     print(f"watermark      {_time(last.watermark_ms)}  ({_lag(last.watermark_ms, now_ms)})")
+    if last.spark_half is not None:
+        print("spark's half   " + ("loaded: messages fold or pack before the shuffle" if last.spark_half else
+                                   "not loaded: every message crosses the shuffle as a row (the job's first lines "
+                                   "say why)"))
     rows, seconds = sum(p.rows for p in progress), sum(p.seconds for p in progress)
     print(
         f"throughput     {rows:,} rows in {seconds:,.1f} s of processing in the last {len(progress)} "

@@ -21,7 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("monoids", "state", "persistent")
 #: The rooms of ``persistent``, lowest first; rooms of one rank stand side by side.
-ROOMS = {"core": 0, "storage": 1, "sources": 2, "sinks": 2, "runtime": 3, "tools": 4}
+#: ``jvm`` is no package: Spark's half of the fold and the script that builds its jars
+#: before the project is installed, which imports nothing of ours.
+ROOMS = {"core": 0, "jvm": 0, "storage": 1, "sources": 2, "sinks": 2, "runtime": 3, "tools": 4}
 
 
 def module_name(path: Path) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from persistent import GeneratorSource, Job, SQLiteSink
 from persistent.core.errors import ConfigError, SetupError
-from persistent.runtime.metrics import COUNTERS, GAUGES, TIMES, JobMetrics
+from persistent.runtime.metrics import COUNTERS, GAUGES, SPARK_HALF, TIMES, JobMetrics
 
 from jobwriter import Counting
 from prometheus_scrape import samples, scrape
@@ -65,6 +65,13 @@ def test_before_the_first_batch_the_totals_and_the_batch_figures_are_zero_and_no
     )
     assert TIMES == {"persistent_watermark_seconds", "persistent_clock_seconds", "persistent_clock_lag_seconds",
                      "persistent_last_commit_timestamp_seconds"}
+
+
+@pytest.mark.parametrize("loaded", [True, False])
+def test_a_started_job_serves_whether_sparks_half_of_the_fold_runs(metrics, loaded):
+    served, port = metrics
+    served.started(spark_half=loaded)
+    assert scrape(port, "count")[SPARK_HALF] == int(loaded)
 
 
 def test_a_jobs_metrics_serve_its_settings_from_the_start_and_no_sink_uri(tmp_path, free_port):

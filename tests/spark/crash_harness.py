@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,18 +72,29 @@ def interrupt_when(job: subprocess.Popen, log: Path, ready, timeout_s: float = 1
             job.wait()
 
 
+def _pids() -> Iterator[int]:
+    """The pids /proc lists now."""
+    return (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+
+
 def session_processes(session: int) -> list[int]:
     """The live pids whose session id is ``session``."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == session and fields[0] != "Z":  # zombies are dead, only unreaped
-                pids.append(int(entry.name))
+    for pid in _pids():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":  # zombies are dead, only unreaped
+            pids.append(pid)
     return pids
+
+
+def jvm_processes(main_class: str, mark: str) -> list[int]:
+    """The live JVMs that run ``main_class`` with ``mark`` in their command line (within
+    any argument): a YARN container's, by its application's id."""
+    return [pid for pid in _pids() if main_class.encode() in (arguments := _cmdline(pid).split(b"\0"))
+            and any(mark.encode() in argument for argument in arguments)]
 
 
 #: The standbys started and not yet taken by a run.
@@ -229,15 +241,19 @@ class Crasher:
         deadline = time.monotonic() + delay
         return self._finish(process, log, kill=self._wait(process, log, lambda: time.monotonic() >= deadline, delay + 5))
 
-    def disturb_after(self, needle: str, disturb, timeout_s: float = 300, standby_next: bool = False) -> Outcome:
-        """Once the log shows ``needle``, calls ``disturb(pid)`` with the job's process id
-        (a fault outside the job: a server restarted, a process killed) and lets the job
-        run to its end, whichever way it ends. With ``standby_next`` (a test that restarts
-        the job after) the next run starts meanwhile as its standby."""
+    def disturb_after(self, needle: str | Callable[[], bool], disturb, timeout_s: float = 300,
+                      standby_next: bool = False) -> Outcome:
+        """Once the log shows ``needle`` (or, a function, once ``needle()`` is true: for a
+        driver that logs elsewhere), calls ``disturb(pid)`` with the job's process id (a
+        fault outside the job: a server restarted, a process killed) and lets the job run
+        to its end, whichever way it ends. With ``standby_next`` (a test that restarts the
+        job after) the next run starts meanwhile as its standby."""
         process, log = self._start({}, standby_next=standby_next)
-        if not self._wait(process, log, lambda: needle in log.read_text(errors="replace"), timeout_s):
+        ready = needle if callable(needle) else lambda: needle in log.read_text(errors="replace")
+        if not self._wait(process, log, ready, timeout_s):
             self._finish(process, log, kill=False)
-            raise AssertionError(f"the job ended before {needle!r} appeared in {log}")
+            raise AssertionError(f"the job ended before {needle!r} {'held' if callable(needle) else 'appeared'}; "
+                                 f"log: {log}")
         try:
             disturb(process.pid)
         except BaseException:

@@ -30,10 +30,9 @@ from pathlib import Path
 import pytest
 
 from crash_harness import Crasher, stop_standbys
-from kafka_topics import new_topic
+from kafka_topics import committed, new_topic
 from persistent.core.faults import CrashPoint
 from test_kafka import SUBMIT
-from test_kafka_sink import committed
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
 

@@ -19,13 +19,12 @@ import json
 import shutil
 import sqlite3
 
-import pyspark
 import pytest
 
 from crash_harness import Crasher
+from jvm_servers import kafka_connector
 from kafka_topics import Topic, spread
 from persistent.core.faults import CrashPoint
-from persistent.sources.kafka import KAFKA_PACKAGE
 from state.clock_store import ClockStore
 from state.fs import LocalFileSystem
 from test_crash import assert_clock_names_durable_checkpoints
@@ -33,7 +32,7 @@ from test_crash import assert_clock_names_durable_checkpoints
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
 
 #: spark-submit's options for Spark's Kafka connector, as docs/deploy.md gives them.
-SUBMIT = ("--packages", f"{KAFKA_PACKAGE}:{pyspark.__version__}")
+SUBMIT = ("--packages", kafka_connector())
 
 
 def kafka_args(workdir, topic: Topic, delay_ms: int = 2_000) -> list[str]:

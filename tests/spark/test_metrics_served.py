@@ -40,6 +40,7 @@ def test_the_metrics_endpoint_serves_the_rows_each_batch_read(spark, tmp_path, f
     assert last["persistent_rows_total"] == total and last["persistent_batches_total"] == len(scraped)
     assert last["persistent_checkpoints_total"] > 0 and last["persistent_clock_seconds"] > 0
     assert last["persistent_batch_commit_seconds"] == last_batch.commit_seconds > 0
+    assert last["persistent_spark_half_loaded"] == 1 and last_batch.spark_half
     with pytest.raises(urllib.error.URLError):  # the server stopped with the job
         scrape(port, spark.sparkContext.appName)
 

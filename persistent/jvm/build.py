@@ -1,0 +1,52 @@
+"""Builds Spark's half of the fold (``Fold.scala``) with Maven: one jar per Spark minor
+version that ``pom.xml`` has a profile for, beside this file, where the wheel ships them
+and ``persistent.runtime.fold`` loads the one of the running Spark. A jar newer than the
+source and the pom is kept.
+
+Standard library only: the wheel's build (``setup.py``) and ``make`` run it as a script,
+before the project is installed. It needs Maven (``mvn``) and a JDK 17 or newer.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCES = (HERE / "Fold.scala", HERE / "pom.xml")
+
+
+def minors() -> list[str]:
+    """The Spark minor versions ``pom.xml`` builds a jar for (its ``spark-X.Y`` profiles)."""
+    return re.findall(r"<id>spark-(\d+\.\d+)</id>", (HERE / "pom.xml").read_text())
+
+
+def jar(minor: str) -> Path:
+    """Where the jar for Spark ``minor`` (``"4.2"``) is kept."""
+    return HERE / f"persistent-fold-spark-{minor}.jar"
+
+
+def build() -> list[Path]:
+    """Builds each minor version's jar unless it is newer than the sources; the jars."""
+    newest = max(source.stat().st_mtime for source in SOURCES)
+    stale = [minor for minor in minors() if not jar(minor).is_file() or jar(minor).stat().st_mtime < newest]
+    if stale and shutil.which("mvn") is None:
+        raise SystemExit("building Spark's half of the fold needs Maven: install mvn (and a JDK 17), "
+                         "or install a built wheel")
+    with tempfile.TemporaryDirectory() as target:
+        for minor in stale:
+            print(f"building {jar(minor).name} with Maven", file=sys.stderr)
+            done = subprocess.run(["mvn", "-q", "-B", "-f", str(HERE / "pom.xml"), "-P", f"spark-{minor}",
+                                   f"-Dtarget.root={target}", "package"], capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"mvn -P spark-{minor} package failed:\n{done.stdout[-4000:]}{done.stderr[-2000:]}")
+            shutil.copyfile(Path(target, f"spark-{minor}", jar(minor).name), jar(minor))
+    return [jar(minor) for minor in minors()]
+
+
+if __name__ == "__main__":
+    build()
