@@ -107,7 +107,7 @@ def fetch(cache_dir: str | os.PathLike | None = None) -> Path:
                 entry.unlink()
         for profile in sorted({server.profile for server in SERVERS}):
             _copy_dependencies(profile, cache / profile)
-        _fetch_kafka_connector()
+        _fetch_kafka_connector(cache)
         _compile_mini_servers(cache / MiniHdfs.profile)
         _split_hadoop_web_entries(cache / MiniHdfs.profile)
         for server in SERVERS:
@@ -183,31 +183,47 @@ def _spark_jars_signature() -> bytes:
     return "".join(f"{jar.name}:{jar.stat().st_size}:{jar.stat().st_mtime_ns};" for jar in jars).encode()
 
 
-def kafka_connector() -> str:
-    """Spark's Kafka connector for the installed pyspark, as ``--packages`` names it: of
-    the first release of its minor version, which serves each of its patch releases
-    (Maven Central may not have the connector of the newest one yet)."""
-    major, minor = _spark_version().split(".")[:2]
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{major}.{minor}.0"
+#: The file in the cache naming the Kafka connector ``fetch`` resolved.
+KAFKA_CONNECTOR = "kafka-connector"
 
 
-def _fetch_kafka_connector() -> None:
-    """Has spark-submit resolve Spark's Kafka connector (``--packages``) into Ivy's cache."""
+def kafka_connector(cache_dir: str | os.PathLike | None = None) -> str:
+    """Spark's Kafka connector for the installed pyspark, as ``--packages`` names it: the
+    one ``fetch`` resolved (``_fetch_kafka_connector``), else of the installed version."""
+    resolved = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE) / KAFKA_CONNECTOR
+    return resolved.read_text() if resolved.is_file() else _kafka_connectors()[0]
+
+
+def _kafka_connectors() -> list[str]:
+    """The Kafka connectors that serve the installed pyspark, best first: of its own
+    version, then of the first release of its minor version, which serves each of its
+    patch releases (Maven Central may not have the connector of the newest one yet)."""
+    version = _spark_version()
+    first = ".".join(version.split(".")[:2]) + ".0"
+    return [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{v}" for v in dict.fromkeys((version, first))]
+
+
+def _fetch_kafka_connector(cache: Path) -> None:
+    """Has spark-submit resolve Spark's Kafka connector (``--packages``) into Ivy's cache:
+    the first of ``_kafka_connectors`` that resolves, which ``cache`` then names."""
     from pyspark.find_spark_home import _find_spark_home
 
-    package = kafka_connector()
-    with tempfile.TemporaryDirectory() as empty:
-        nothing = Path(empty) / "nothing.py"
-        nothing.write_text("")
-        submit = Path(_find_spark_home()) / "bin" / "spark-submit"
-        done = subprocess.run([str(submit), "--packages", package, str(nothing)], capture_output=True, text=True)
-    if done.returncode != 0:
+    failures = []
+    for package in _kafka_connectors():
+        with tempfile.TemporaryDirectory() as empty:
+            nothing = Path(empty) / "nothing.py"
+            nothing.write_text("")
+            submit = Path(_find_spark_home()) / "bin" / "spark-submit"
+            done = subprocess.run([str(submit), "--packages", package, str(nothing)], capture_output=True, text=True)
+        if done.returncode == 0:
+            (cache / KAFKA_CONNECTOR).write_text(package)
+            return
         # Ivy's verdict is the message of the exception that ends its output.
         verdict = re.search(r"RuntimeException: \[(.*)\]", done.stderr)
-        raise ServersUnavailable(
-            f"the Kafka tests need Spark's Kafka connector from Maven Central ({MAVEN_CENTRAL}): "
-            f"spark-submit --packages {package} failed ({verdict.group(1) if verdict else done.stderr.strip()[-300:]})"
-        )
+        failures.append(f"spark-submit --packages {package} failed "
+                        f"({verdict.group(1) if verdict else done.stderr.strip()[-300:]})")
+    raise ServersUnavailable(
+        f"the Kafka tests need Spark's Kafka connector from Maven Central ({MAVEN_CENTRAL}): {'; '.join(failures)}")
 
 
 def _copy_dependencies(profile: str, into: Path) -> None:

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+from pyspark.sql.datasource import InputPartition
 
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.rows import GROUP
 from persistent.sources.base import python_data_source
+from persistent.sources.bounds import BoundedReader
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.spark_log import literal_path
 
@@ -47,8 +47,9 @@ class _Beat(InputPartition):
     groups: int
 
 
-class _HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _HeartbeatReader(BoundedReader):
     def __init__(self, options: dict[str, str]):
+        super().__init__(options)
         self.groups = int(options["key_groups"])
 
     def initialOffset(self) -> dict:
@@ -57,13 +58,13 @@ class _HeartbeatReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         pass
 
-    def getDefaultReadLimit(self):
-        return ReadAllAvailable()
+    def most(self) -> None:
+        return None
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def end(self, start: dict, most: int | None) -> dict:
         return {"beat": 1}
 
-    def partitions(self, start: dict, end: dict):
+    def ranges(self, start: dict, end: dict):
         return [_Beat(self.groups)] if start["beat"] < end["beat"] else []
 
     def read(self, partition: _Beat):

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -89,11 +90,12 @@ from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, TIMESTAMP, VALUE, group,
                                      heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
-from persistent.runtime.spark import check_spark
+from persistent.runtime.spark import check_spark, minor_of
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
+from persistent.sources.bounds import SPARK_BOUNDS
 from persistent.storage.dead_letters import DeadLetters
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
 from persistent.storage.hadoop_fs import HadoopFileSystem
@@ -251,7 +253,8 @@ class Plan:
         if isinstance(job.source, Source):
             job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
         reports = spark.sparkContext.accumulator({}, Reports())
-        messages = self._messages(spark, recovery.floor_ms, storage)
+        drains = available_now and not SPARK_BOUNDS and _reads_python(job.source)
+        messages = self._messages(spark, recovery.floor_ms, storage, drains)
         fold, packs = self._crossing(messages, unloaded)
         results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs,
                                  reaches=unloaded is None)
@@ -268,7 +271,7 @@ class Plan:
         writer = results.writeStream.queryName(name).foreachBatch(
             _ForeachBatch(commit, reports, job.dead_letters, folds=fold is not None))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
-        if available_now:
+        if available_now and not drains:
             writer = writer.trigger(availableNow=True)
         elif trigger_ms:
             writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
@@ -282,7 +285,7 @@ class Plan:
                     "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
                     NO_DATA_BATCHES: str(wakes).lower()}
         if _on_local_disk(spark, directory.spark):
-            settings[CHECKPOINT_FILE_MANAGER] = LOCAL_CHECKPOINT_FILES
+            settings[CHECKPOINT_FILE_MANAGER] = _local_checkpoint_files(spark.version)
         previous = {name: spark.conf.get(name, None) for name in settings}
         for name, value in settings.items():
             spark.conf.set(name, value)
@@ -296,7 +299,7 @@ class Plan:
                 else:
                     spark.conf.set(name, value)
         lease.when_lost(lambda reason: _stop_on_lost(query, reason))
-        return RunningJob(query, recovery, directory, tuple(closing), lease)
+        return RunningJob(query, recovery, directory, tuple(closing), lease, drains)
 
     def _filesystem(self, spark) -> FileSystem:
         """The driver's file system for the job directory: the one the executors use
@@ -307,14 +310,16 @@ class Plan:
         except UnsupportedFileSystemError:
             return HadoopFileSystem(spark, self.job.checkpoint_dir)
 
-    def _messages(self, spark, start_ms: int, storage: JobStorage | None = None):
-        """Source from event time ``start_ms`` (keeping its records in ``storage``),
-        then ``prepare``: columns ``key``, ``timestamp``, ``value`` and ``bad_record``.
-        Rows the source marked bad go around ``prepare``."""
+    def _messages(self, spark, start_ms: int, storage: JobStorage | None = None, available_now: bool = False):
+        """Source from event time ``start_ms`` (keeping its records in ``storage``; up
+        to the end it fixes when first asked, with ``available_now``), then ``prepare``:
+        columns ``key``, ``timestamp``, ``value`` and ``bad_record``. Rows the source
+        marked bad go around ``prepare``."""
         from pyspark.sql import functions as F
 
         job = self.job
-        raw = job.source.stream(spark, start_ms, **_job_of(job.source, storage))
+        fixed_end = {"available_now": True} if available_now else {}
+        raw = job.source.stream(spark, start_ms, **_job_of(job.source, storage), **fixed_end)
         marks = BAD_RECORD_COLUMN in raw.columns
         if job.prepare is None:
             return raw if marks else raw.withColumn(BAD_RECORD_COLUMN, no_mark())
@@ -411,6 +416,12 @@ def _stop_on_lost(query, reason: str) -> None:
     query.stop()
 
 
+def _reads_python(source) -> bool:
+    """Whether ``source`` is read by a Python data source of the project's
+    (``persistent.sources.bounds``)."""
+    return isinstance(source, Source) and source.reader is not None
+
+
 def _job_of(source, storage: JobStorage | None) -> dict:
     """The job directory argument of ``source``'s ``stream`` and ``backlog``: a source
     of its own (anything with ``stream``) takes none."""
@@ -419,13 +430,19 @@ def _job_of(source, storage: JobStorage | None) -> dict:
 
 #: The setting naming the class that writes Spark's checkpoint location (its logs and state store files).
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
-#: That class for a checkpoint location on a local disk: Hadoop's ``FileSystem``, which
-#: renames with one ``rename(2)`` (atomic, replacing the target, on a local disk). Spark's
-#: default goes through Hadoop's ``FileContext``, which without Hadoop's native library
-#: (pip's pyspark has none) starts a ``readlink`` process for each file it renames: the
-#: count example's driver started 499 processes in nine micro-batches, 114 with this
-#: (a ``chmod`` for each new file).
-LOCAL_CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
+def _local_checkpoint_files(spark_version: str) -> str:
+    """The class for a checkpoint location on a local disk: Hadoop's ``FileSystem``, which
+    renames with one ``rename(2)`` (atomic, replacing the target, on a local disk). Spark's
+    default goes through Hadoop's ``FileContext``, which without Hadoop's native library
+    (pip's pyspark has none) starts a ``readlink`` process for each file it renames: the
+    count example's driver started 499 processes in nine micro-batches, 114 with this
+    (a ``chmod`` for each new file). Spark 4.1 moved it into a package of its own."""
+    package = "org.apache.spark.sql.execution.streaming"
+    if minor_of(spark_version) != "4.0":
+        package += ".checkpointing"
+    return f"{package}.FileSystemBasedCheckpointFileManager"
 
 
 #: A query's status while it has not made its sources yet (Spark's ``StreamExecution``).
@@ -541,6 +558,9 @@ class RunningJob:
     closing: tuple = ()
     #: The job directory's lease, renewed until ``stop`` releases it.
     lease: JobLease | None = None
+    #: An available-now run on a Spark without available-now for Python sources
+    #: (``persistent.sources.bounds``): ``wait`` stops the query once it has drained.
+    drains: bool = False
 
     def stop(self, quietly: bool = False) -> None:
         """Stops the query, closes what the job held open and releases the directory's
@@ -572,16 +592,33 @@ class RunningJob:
         """Waits until the query ends, updating ``bar`` (if any) from Spark's progress
         reports; a signal ``stopping.on_signals`` noted raises ``Interrupted`` here,
         between two looks at the query."""
+        drained = self._drained() if self.drains else None
         try:
             while not self.query.awaitTermination(_PROGRESS_POLL_SECONDS):
                 stopping.check()
                 if bar is not None:
                     self._update(bar)
+                if drained is not None and drained.is_set():
+                    self.query.stop()
             if bar is not None:
                 self._update(bar)
         finally:
             if bar is not None:
                 bar.close()
+
+    def _drained(self) -> threading.Event:
+        """Set once the query has processed all there is and has no micro-batch due
+        (``processAllAvailable``; ended by a failure too, which ``awaitTermination``
+        raises)."""
+        drained = threading.Event()
+
+        def drain():
+            with contextlib.suppress(Exception):
+                self.query.processAllAvailable()
+            drained.set()
+
+        threading.Thread(target=drain, name="persistent-drain", daemon=True).start()
+        return drained
 
     def _update(self, bar: ProgressBar) -> None:
         # The run's first report says where it began; later, only the newest matters.

@@ -9,10 +9,10 @@ __all__ = ["SPARK_MINORS", "PYSPARK", "UnsupportedSparkError", "check_spark", "m
 
 #: The Spark minor versions the project runs on: setup.cfg's pyspark range, and a jar
 #: of Spark's half of the fold for each (``persistent/jvm/pom.xml``'s profiles). Not
-#: before 4.2: the sources and the heartbeats are Python data sources that bound their
-#: micro-batches (``latestOffset(start, limit)``, ``pyspark.sql.streaming.datasource``),
-#: which Spark 4.2 introduced.
-SPARK_MINORS = ("4.2",)
+#: before 4.0: the sources and the heartbeats are Python data sources
+#: (``pyspark.sql.datasource``), which Spark 4.0 introduced; 4.0 and 4.1 bound their
+#: micro-batches as ``persistent.sources.bounds`` says.
+SPARK_MINORS = ("4.0", "4.1", "4.2")
 _MAJOR, _LAST = SPARK_MINORS[-1].split(".")
 #: The pyspark requirement of the supported minor versions (setup.cfg's).
 PYSPARK = f"pyspark>={SPARK_MINORS[0]},<{_MAJOR}.{int(_LAST) + 1}"
@@ -29,9 +29,15 @@ def minor_of(spark_version: str) -> str:
     return ".".join(spark_version.split(".")[:2])
 
 
-def check_spark(spark) -> None:
+#: The Spark minor versions whose ``applyInPandasWithState`` fails with pyarrow 26 and
+#: later: they slice Arrow record batches at offsets held as floats, which pyarrow 26's
+#: ``RecordBatch.slice`` refuses (25 accepted them).
+_BEFORE_PYARROW_26 = ("4.0", "4.1")
+
+
+def check_spark(spark, pyarrow_version: str | None = None) -> None:
     """Raises ``UnsupportedSparkError`` unless ``spark`` is a classic session of a
-    supported Spark."""
+    supported Spark, beside a pyarrow (``pyarrow_version``: the installed one) it works with."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         raise UnsupportedSparkError(
             "Job: a Spark Connect session cannot run a job: its commit needs the driver's SparkContext "
@@ -41,3 +47,11 @@ def check_spark(spark) -> None:
     if minor_of(spark.version) not in SPARK_MINORS:
         raise UnsupportedSparkError(
             f"Job: Spark {spark.version} is not supported: jobs run on Spark {_RANGE} ({PYSPARK})")
+    if pyarrow_version is None:
+        import pyarrow
+
+        pyarrow_version = pyarrow.__version__
+    if minor_of(spark.version) in _BEFORE_PYARROW_26 and int(pyarrow_version.split(".")[0]) >= 26:
+        raise UnsupportedSparkError(
+            f"Job: Spark {spark.version}'s applyInPandasWithState fails with pyarrow {pyarrow_version} (it slices "
+            f"Arrow batches at offsets held as floats, which pyarrow 26 refuses): install pyarrow<26 beside it")

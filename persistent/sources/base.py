@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
+from persistent.sources.bounds import AVAILABLE_NOW
 from persistent.storage.filesystems import JobStorage
 
 __all__ = ["Source", "Backlog", "python_data_source"]
@@ -78,14 +79,18 @@ class Source(ABC):
     def format(self) -> str:
         """Name of the registered Python data source."""
 
-    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
+    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None, available_now: bool = False):
         """The streaming DataFrame of messages from event time ``start_ms`` on. ``job``
         is the job directory, where a source keeps what it must remember across
-        restarts (the files source: the files it took)."""
+        restarts (the files source: the files it took). ``available_now``: the
+        reader fixes its end when first asked, for an available-now run on a Spark
+        that has none for Python sources (``persistent.sources.bounds``)."""
         spark.dataSource.register(self.data_source())
         options = self.options(start_ms)
         if job is not None:
             options |= {"job_directory": job.root, "webhdfs_address": job.webhdfs_address or ""}
+        if available_now:
+            options[AVAILABLE_NOW] = "true"
         return spark.readStream.format(self.format).options(**options).load()
 
     def data_source(self) -> type[DataSource]:

@@ -30,17 +30,13 @@ from typing import BinaryIO
 from urllib.parse import urlparse
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadMaxFiles,
-    SupportsTriggerAvailableNow,
-)
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
 from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError, InputError
 from persistent.core.task import MESSAGE_COLUMNS
 from persistent.sources.base import Backlog, Source
+from persistent.sources.bounds import BoundedReader
 from persistent.storage.files_log import FilesLog, InputFileSystem, listing
 from persistent.storage.filesystems import JobStorage, cached_filesystem
 from state.fs import FileStatus
@@ -194,11 +190,14 @@ class _Files(InputPartition):
     paths: tuple[str, ...]
 
 
-class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _FilesReader(BoundedReader):
     """Takes files into the log (``persistent.storage.files_log``) on the driver; positions are
     numbers of the log. Spark ships the reader to the executors, which only ``read``."""
 
+    unit = "files"
+
     def __init__(self, options: dict[str, str]):
+        super().__init__(options)
         self.options = options
         self.directory = options["directory"]
         self.max_files = int(options["max_files_per_batch"])
@@ -225,17 +224,17 @@ class _FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = set(self._listing())
 
-    def getDefaultReadLimit(self):
-        return ReadMaxFiles(self.max_files)
+    def most(self) -> int:
+        return self.max_files
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def end(self, start: dict, most: int | None) -> dict:
         log, present = self.log(), self._listing()
         log.check(present)
-        end = None if isinstance(limit, ReadAllAvailable) else start["files"] + limit.max_files
+        end = None if most is None else start["files"] + most
         self._take(log, present, end)
         return {"files": max(start["files"], len(log) if end is None else min(end, len(log)))}
 
-    def partitions(self, start: dict, end: dict):
+    def ranges(self, start: dict, end: dict):
         log, present = self.log(), self._listing()
         self._take(log, present, end["files"])
         return [_Files(index, (path,)) for index, path in log.needed(start["files"], end["files"], present)]

@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.core.task import MESSAGE_COLUMNS
 from persistent.sources.base import Backlog, Source
+from persistent.sources.bounds import BoundedReader
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.spark_log import literal_path
 
@@ -74,9 +74,9 @@ class GeneratorSource(Source):
         docstring): bounded, and read as fast as Spark reads."""
         return self.total is not None and self.rows_per_second is None
 
-    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None):
+    def stream(self, spark, start_ms: int = 0, job: JobStorage | None = None, available_now: bool = False):
         if job is None or not self.written or not self._write(start_ms, job):
-            return super().stream(spark, start_ms, job)
+            return super().stream(spark, start_ms, job, available_now)
         return (spark.readStream.schema(self.row_schema({})).option("maxFilesPerTrigger", 1)
                 .parquet(literal_path(job.directory().fs.join(job.root, GENERATED))))
 
@@ -188,8 +188,9 @@ class _Range(InputPartition):
     end: int
 
 
-class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _GeneratorReader(BoundedReader):
     def __init__(self, options: dict[str, str]):
+        super().__init__(options)
         self.keys = int(options["keys"])
         self.total = int(options["total"]) if options.get("total") else None
         self.rate = float(options["rows_per_second"]) if options.get("rows_per_second") else None
@@ -211,16 +212,16 @@ class _GeneratorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._available()
 
-    def getDefaultReadLimit(self):
-        return ReadMaxRows(self.max_rows)
+    def most(self) -> int:
+        return self.max_rows
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def end(self, start: dict, most: int | None) -> dict:
         end = self._available()
-        if not isinstance(limit, ReadAllAvailable):
-            end = min(end, start["index"] + limit.max_rows)
+        if most is not None:
+            end = min(end, start["index"] + most)
         return {"index": max(end, start["index"])}
 
-    def partitions(self, start: dict, end: dict):
+    def ranges(self, start: dict, end: dict):
         return [_Range(start["index"], end["index"])]
 
     def read(self, partition: _Range):

@@ -24,11 +24,11 @@ import json
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from persistent.core.errors import ConfigError, InputError
 from persistent.core.task import MESSAGE_COLUMNS
 from persistent.sources.base import Source
+from persistent.sources.bounds import BoundedReader
 
 __all__ = ["RedisSource"]
 
@@ -99,10 +99,11 @@ class _StreamRange(InputPartition):
     end: str
 
 
-class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _RedisReader(BoundedReader):
     """Offsets map each stream to the id its next micro-batch starts at."""
 
     def __init__(self, options: dict[str, str]):
+        super().__init__(options)
         self.url = options["url"]
         self.streams = json.loads(options["streams"])
         self.key_field, self.value_field = options["key_field"], options["value_field"]
@@ -127,31 +128,31 @@ class _RedisReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._ends()
 
-    def getDefaultReadLimit(self):
-        return ReadMaxRows(self.max_entries)
+    def most(self) -> int:
+        return self.max_entries
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def end(self, start: dict, most: int | None) -> dict:
         starts = self._starts(start)
-        if isinstance(limit, ReadAllAvailable):
+        if most is None:
             ends = self._ends() if self.target is None else self.target
             return {s: max(starts[s], ends[s], key=_parse) for s in self.streams}
-        # The earliest max_rows entries across all streams, so event time advances evenly.
+        # The earliest ``most`` entries across all streams, so event time advances evenly.
         candidates = []
         with _client(self.url) as client:
             for stream in self.streams:
                 if self.target is None:
-                    ids = client.xrange(stream, starts[stream], "+", count=limit.max_rows)
+                    ids = client.xrange(stream, starts[stream], "+", count=most)
                 elif _parse(self.target[stream]) > _parse(starts[stream]):
-                    ids = client.xrange(stream, starts[stream], "(" + self.target[stream], count=limit.max_rows)
+                    ids = client.xrange(stream, starts[stream], "(" + self.target[stream], count=most)
                 else:
                     ids = []
                 candidates.extend((_parse(entry_id), stream) for entry_id, _ in ids)
         ends = dict(starts)
-        for (ms, seq), stream in heapq.nsmallest(limit.max_rows, candidates):
+        for (ms, seq), stream in heapq.nsmallest(most, candidates):
             ends[stream] = _after(f"{ms}-{seq}")  # ascending: the stream's last one wins
         return ends
 
-    def partitions(self, start: dict, end: dict):
+    def ranges(self, start: dict, end: dict):
         starts = self._starts(start)
         return [
             _StreamRange(stream, starts[stream], end[stream])

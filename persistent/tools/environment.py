@@ -24,7 +24,7 @@ MIN_PYTHON = (3, 11)
 MIN_JAVA = 17
 #: Import names of the runtime dependencies, with the package that provides each.
 DEPENDENCIES = {
-    "pyspark": "pyspark>=4.2,<4.3",
+    "pyspark": "pyspark>=4.0,<4.3",
     "pandas": "pandas>=2.2,<3",
     "pyarrow": "pyarrow",
     "numpy": "numpy",

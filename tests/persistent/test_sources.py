@@ -15,7 +15,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, Rea
 from persistent.core.badrecords import BadRecord
 from persistent.core.errors import ConfigError, RestartRefusedError
 from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
-from persistent.sources.generator import MOST_FILES, GeneratorSource, _GeneratorReader
+from persistent.sources.bounds import AVAILABLE_NOW
+from persistent.sources.generator import MOST_FILES, GeneratorSource, _GeneratorReader, _Range
 from persistent.storage.files_log import FilesLog, InputFileChangedError
 from persistent.storage.filesystems import JobStorage
 from state.errors import CorruptCheckpointError
@@ -89,6 +90,34 @@ def test_text_lines_get_times_from_file_order_and_line_number(tmp_path):
     assert [(r[1], r[2]) for r in reader.read(reader.partitions(start, end)[0])] == [(1, "one"), (2, "two")]
     second = reader.partitions(end, reader.latestOffset(end, ReadMaxFiles(1)))[0]
     assert [(r[1], r[2]) for r in reader.read(second)] == [(FILE_SPAN_MS + 1, "three")]
+
+
+def test_asked_without_a_start_a_reader_goes_on_from_the_range_spark_planned_last():
+    # Spark 4.0 and 4.1 call latestOffset() alone (persistent.sources.bounds).
+    options = GeneratorSource(keys=3, total=10, max_rows_per_batch=4).options(0)
+    reader = _GeneratorReader(options)
+    assert reader.latestOffset() == {"index": 4}
+    assert reader.latestOffset() == {"index": 4}  # nothing planned yet: the same micro-batch
+    assert rows(reader, {"index": 0}, {"index": 4})[-1]["value"] == 3
+    assert reader.latestOffset() == {"index": 8}
+    restarted = _GeneratorReader(options)  # told the newest logged end, as Spark 4.0 does on a restart
+    assert restarted.partitions({"index": 8}, {"index": 8}) == [_Range(8, 8)]
+    assert restarted.latestOffset() == {"index": 10}
+
+
+@pytest.mark.parametrize("available_now, ends", [(True, [2, 3, 3]), (False, [2, 4, 4])])
+def test_an_available_now_reader_without_sparks_trigger_stops_at_the_files_there_when_first_asked(
+        tmp_path, available_now, ends):
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text(f"{name}\n")
+    options = FilesSource(str(tmp_path), "text", max_files_per_batch=2).options(0)
+    reader = _FilesReader(options | ({AVAILABLE_NOW: "true"} if available_now else {}))
+    seen = [reader.latestOffset()]
+    (tmp_path / "d.txt").write_text("d\n")
+    for _ in range(2):
+        reader.partitions(reader.planned or reader.initialOffset(), {"files": seen[-1]["files"]})
+        seen.append(reader.latestOffset())
+    assert [end["files"] for end in seen] == ends
 
 
 def test_text_start_skips_whole_files_before_it(tmp_path):

@@ -33,7 +33,7 @@ def test_the_supported_minors_are_the_range_of_setup_cfg_and_the_jars_the_build_
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     (pyspark,) = [line for line in config["options"]["install_requires"].split() if line.startswith("pyspark")]
-    assert pyspark == DEPENDENCIES["pyspark"] == PYSPARK == "pyspark>=4.2,<4.3"
+    assert pyspark == DEPENDENCIES["pyspark"] == PYSPARK == "pyspark>=4.0,<4.3"
     assert _build().minors() == list(SPARK_MINORS)
     assert [jar_of(f"{minor}.9") for minor in SPARK_MINORS] == _build().build()  # built, or up to date
 
@@ -45,18 +45,28 @@ class _Session:
         self.version = version
 
 
-@pytest.mark.parametrize("version", ["3.5.6", "4.1.1", "4.3.0"])
+@pytest.mark.parametrize("version", ["3.5.6", "4.3.0"])
 def test_a_job_on_a_spark_outside_the_range_is_refused_at_its_start_in_one_line(tmp_path, version):
     job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"))
     with pytest.raises(UnsupportedSparkError) as refused:
         job.start(_Session(version))
-    assert str(refused.value) == f"Job: Spark {version} is not supported: jobs run on Spark 4.2 (pyspark>=4.2,<4.3)"
+    assert str(refused.value) == f"Job: Spark {version} is not supported: jobs run on Spark 4.0 to 4.2 (pyspark>=4.0,<4.3)"
     assert not (tmp_path / "ck").exists() and not (tmp_path / "o.db").exists()
 
 
-@pytest.mark.parametrize("version", ["4.2.0", "4.2.1"])
-def test_a_classic_session_of_a_supported_minor_passes(version):
-    check_spark(_Session(version))
+@pytest.mark.parametrize("version, pyarrow", [("4.0.0", "25.0.1"), ("4.1.1", "25.0.1"), ("4.2.0", "26.0.1"),
+                                              ("4.2.1", "26.0.1")])
+def test_a_classic_session_of_a_supported_minor_passes(version, pyarrow):
+    check_spark(_Session(version), pyarrow)
+
+
+@pytest.mark.parametrize("version", ["4.0.0", "4.1.1"])
+def test_spark_before_4_2_with_pyarrow_26_is_refused_naming_the_pyarrow_it_needs(version):
+    with pytest.raises(UnsupportedSparkError) as refused:
+        check_spark(_Session(version), "26.0.1")
+    assert str(refused.value) == (
+        f"Job: Spark {version}'s applyInPandasWithState fails with pyarrow 26.0.1 (it slices Arrow batches at "
+        f"offsets held as floats, which pyarrow 26 refuses): install pyarrow<26 beside it")
 
 
 def test_a_spark_connect_session_is_refused_at_its_start_saying_what_it_lacks(tmp_path, monkeypatch):
