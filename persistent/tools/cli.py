@@ -23,9 +23,8 @@ import importlib
 import importlib.util
 import os
 import pkgutil
-import subprocess
+import shlex
 import sys
-import tempfile
 import time
 from typing import TYPE_CHECKING, NoReturn
 
@@ -364,35 +363,6 @@ def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return [spark_submit, *defaults, *options, app, *app_args], environment
 
 
-#: The spark-submit of the Spark home an application's first run sees: it notes that it
-#: was called and fails, so that no JVM starts.
-_NO_SPARK_SUBMIT = '#!/bin/sh\n: > "$0.called"\nexit 1\n'
-
-
-def _run_until_spark(app: str, app_args: list[str], environment: dict[str, str]) -> int | None:
-    """Runs the application as spark-submit would, with a Spark home whose spark-submit
-    starts nothing: None once it got as far as starting Spark (or where no such home can
-    be made), else its exit status (it printed its help, or refused its arguments), its
-    output passed on."""
-    with tempfile.TemporaryDirectory(prefix="persistent-run-") as home:
-        no_spark = os.path.join(home, "bin", "spark-submit")
-        os.mkdir(os.path.dirname(no_spark))
-        with open(no_spark, "w") as f:
-            f.write(_NO_SPARK_SUBMIT)
-        os.chmod(no_spark, 0o755)
-        if not os.access(no_spark, os.X_OK):  # a temporary directory mounted noexec
-            return None
-        first = {key: value for key, value in environment.items() if key != "PYSPARK_GATEWAY_PORT"}
-        python = environment.get("PYSPARK_DRIVER_PYTHON") or environment["PYSPARK_PYTHON"]
-        done = subprocess.run([python, app, *app_args], env={**first, "SPARK_HOME": home},
-                              stdin=subprocess.DEVNULL, capture_output=True)
-        if os.path.exists(no_spark + ".called"):
-            return None
-    sys.stdout.buffer.write(done.stdout)
-    sys.stderr.buffer.write(done.stderr)
-    return done.returncode if done.returncode >= 0 else 1
-
-
 def _submit_option(options: list[str], name: str) -> str | None:
     """The value of spark-submit's option ``name`` in ``options`` (the last one wins)."""
     value = None
@@ -404,7 +374,11 @@ def _submit_option(options: list[str], name: str) -> str | None:
     return value
 
 
-def _run(args: list[str]) -> int | NoReturn:
+def _run(args: list[str]) -> NoReturn:
+    """Runs the application once: a Python application in client mode as its own
+    driver, whose ``SparkSession`` starts spark-submit with the options
+    (``PYSPARK_SUBMIT_ARGS``), so that it refuses bad arguments before any JVM starts;
+    anything else through spark-submit."""
     options, app, app_args = _split_submit_args(args)
     command, environment = submit_command(args)
     master = _submit_option(options, "--master")
@@ -412,12 +386,13 @@ def _run(args: list[str]) -> int | NoReturn:
         from persistent.tools.preflight import check_master
 
         check_master(master)
-    if app.endswith(".py"):
-        ended = _run_until_spark(app, app_args, environment)
-        if ended is not None:
-            return ended
-    check_java()
     sys.stdout.flush()
+    if app.endswith(".py") and _submit_option(options, "--deploy-mode") in (None, "client"):
+        submit_args = command[1 : -1 - len(app_args)]
+        python = environment.get("PYSPARK_DRIVER_PYTHON") or environment["PYSPARK_PYTHON"]
+        environment["PYSPARK_SUBMIT_ARGS"] = shlex.join([*submit_args, "pyspark-shell"])
+        os.execve(python, [python, app, *app_args], environment)
+    check_java()
     os.execve(command[0], command, environment)
 
 
@@ -467,9 +442,10 @@ def parser() -> argparse.ArgumentParser:
             "and PYSPARK_PYTHON set to this Python unless it is set. Options before APP.py go to spark-submit and "
             "override the defaults; the arguments after it go to the application. An EXAMPLE is the name of an "
             "installed example (count, wordcount, window_average, sessions, pipeline, demo: the modules of "
-            "persistent.examples), which runs from its installed file. First it checks --master and runs APP.py up "
-            "to where it would start Spark, with a Spark home that starts no JVM: an application that ends "
-            "before that (printing its --help, or refusing its arguments) ends run there, without a JVM."
+            "persistent.examples), which runs from its installed file. It checks --master, then runs APP.py once as "
+            "its own driver, whose SparkSession starts spark-submit with the options (PYSPARK_SUBMIT_ARGS): an "
+            "application that ends before it starts Spark (printing its --help, or refusing its arguments) ends "
+            "without a JVM. With --deploy-mode cluster, or an application that is no .py file, spark-submit runs it."
         ),
     )
 

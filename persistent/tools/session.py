@@ -42,8 +42,10 @@ def _submitted_settings() -> dict[str, str]:
 
 
 def _under_submit() -> bool:
-    """Whether spark-submit started this process: its JVM runs, and set the master."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
+    """Whether spark-submit sets the master: it started this process (its JVM runs), or
+    the session starts it with the options ``PYSPARK_SUBMIT_ARGS`` holds (``persistent
+    run``)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "PYSPARK_SUBMIT_ARGS" in os.environ
 
 
 def _running_region_bytes() -> int:

@@ -487,11 +487,12 @@ def test_run_of_an_example_by_name_runs_the_file_of_the_installed_example():
 @pytest.fixture
 def no_jvm(tmp_path) -> dict[str, str]:
     """An environment whose Java and Spark home start no JVM: ``java -version`` answers
-    17 and notes it was called in ``java.called``; spark-submit prints its arguments
-    and notes it was called in ``spark-submit.called``."""
+    17 and notes it was called in ``java.called``; spark-submit prints its arguments,
+    notes it was called in ``spark-submit.called`` and fails, as it does when its JVM
+    does not start."""
     bin_dir = tmp_path / "fake" / "bin"
     bin_dir.mkdir(parents=True)
-    for name, body in [("java", 'echo \'openjdk version "17.0.9"\' >&2'), ("spark-submit", 'echo "$@"')]:
+    for name, body in [("java", 'echo \'openjdk version "17.0.9"\' >&2'), ("spark-submit", 'echo "$@"; exit 1')]:
         (bin_dir / name).write_text(f'#!/bin/sh\necho "$0" >> "{tmp_path}/{name}.called"\n{body}\n')
         (bin_dir / name).chmod(0o755)
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK")}
@@ -534,16 +535,17 @@ def test_run_refuses_a_master_that_is_no_master_url_before_the_application_runs(
     assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (0, 0)
 
 
-def test_run_of_good_arguments_goes_on_to_spark_submit_once_the_application_reached_spark(tmp_path, no_jvm):
+def test_run_of_good_arguments_runs_the_application_once_and_its_session_starts_spark_submit(tmp_path, no_jvm):
     app = ROOT / "examples" / "count.py"
-    done = persistent("run", "--master", "local[1]", app, "--checkpoint", tmp_path / "ck", "--output", "console",
-                      "--total", "5", env=no_jvm, text=True)
-    assert done.returncode == 0, done.stderr
-    # The application's first run probed Java before it would have started Spark; then spark-submit ran.
-    assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (2, 1)
-    assert done.stdout.split()[-9:] == ["--master", "local[1]", str(app), "--checkpoint", str(tmp_path / "ck"),
-                                        "--output", "console", "--total", "5"]
-    assert not (tmp_path / "ck").exists()
+    done = persistent("run", "--master", "local[1]", "--conf", "spark.x=a b", app, "--checkpoint", tmp_path / "ck",
+                      "--output", "console", "--total", "5", env=no_jvm, text=True)
+    # The application probed Java before it started Spark, once; its session ran spark-submit
+    # with the options (which, being a stand-in, started no JVM: the session failed).
+    assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (1, 1), done.stderr
+    submitted = done.stdout.splitlines()[0]
+    assert submitted.startswith("--properties-file ") and submitted.endswith(
+        "--master local[1] --conf spark.x=a b pyspark-shell"), submitted
+    assert done.returncode != 0 and not (tmp_path / "ck").exists()
 
 
 def test_run_without_an_application_is_a_usage_error(capsys):
