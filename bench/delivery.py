@@ -146,7 +146,7 @@ def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_check
         started, before = time.monotonic(), len(committed)
         running = job.start(spark, available_now=True)
         try:
-            failed = _fails(running.query)
+            failed = _fails(running)
         finally:
             running.stop()  # releases the job directory's lease for the restart
         if restarts or failed:
@@ -163,10 +163,10 @@ def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_check
             "accuracy": effects.accuracy}
 
 
-def _fails(query) -> bool:
-    """Waits for the query; True when it stopped on an injected failure."""
+def _fails(running) -> bool:
+    """Waits for the job (``RunningJob.wait``); True when it stopped on an injected failure."""
     try:
-        query.awaitTermination()
+        running.wait()
     except Exception as exc:  # noqa: BLE001 - anything but the injected failure is raised again
         if "injected failure" not in str(exc):
             raise

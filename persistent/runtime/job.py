@@ -117,7 +117,9 @@ class Job:
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it; with ``metrics_port``, first
-        serves the metrics (until ``RunningJob.stop``)."""
+        serves the metrics (until ``RunningJob.stop``). Wait for an ``available_now``
+        run with ``RunningJob.wait``: on Spark 4.0 and 4.1 it is that which ends the
+        query once drained (``persistent.sources.bounds``)."""
         return self.plan.start(spark, available_now, trigger_ms)
 
     def run(self, spark, available_now: bool = True) -> RunningJob:
