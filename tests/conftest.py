@@ -17,11 +17,14 @@ bucket of an S3 server on loopback (moto's, installed with the test extras). The
 systems are a small tmpfs to fill up and read-only views of directories
 (``mounts``). Mounting needs root (``CAP_SYS_ADMIN``). Without it a test that asks
 for a tmpfs is skipped with the reason; a read-only directory then falls back to
-permission bits, which bind a user other than root.
+permission bits, which bind a user other than root. ``memory_cgroup`` is a kernel
+memory cgroup whose OOM killer kills processes moved into it; without root it is
+skipped with the reason too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import importlib.util
@@ -379,6 +382,65 @@ class Mounts:
             raise AssertionError(
                 f"{path} was still in use after the test ({done.stderr.strip()}): a file left open?"
             )
+
+
+class MemoryCgroup:
+    """A memory cgroup of the kernel (version 1) for one test, made under
+    ``/sys/fs/cgroup/memory``: processes moved into it share its limit, and when they
+    need more the kernel's OOM killer SIGKILLs one of them. Making it needs root;
+    without it (or without a cgroup v1 memory controller) the test is skipped with the
+    reason."""
+
+    ROOT = "/sys/fs/cgroup/memory"
+
+    def __init__(self) -> None:
+        self.path = os.path.join(self.ROOT, f"persistent-test-{uuid.uuid4().hex[:8]}")
+        try:
+            os.mkdir(self.path)
+        except OSError as exc:
+            pytest.skip(f"cannot make a memory cgroup at {self.path} ({exc.strerror}): the OOM test needs root "
+                        f"and the kernel's cgroup v1 memory controller")
+
+    def _write(self, name: str, value: str) -> None:
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(value)
+
+    def _read(self, name: str) -> str:
+        with open(os.path.join(self.path, name)) as f:
+            return f.read()
+
+    def add(self, pid: int) -> None:
+        """Moves process ``pid`` in; the processes it starts from now on are in too. The
+        cgroup counts the memory it takes from now on, not what it holds already."""
+        self._write("cgroup.procs", str(pid))
+
+    def usage(self) -> int:
+        """The bytes its processes use now."""
+        return int(self._read("memory.usage_in_bytes"))
+
+    def limit(self, size: int) -> None:
+        """Lets its processes use ``size`` bytes together."""
+        self._write("memory.limit_in_bytes", str(size))
+
+    def oom_kills(self) -> int:
+        """How many of its processes the OOM killer has killed."""
+        fields = dict(line.split() for line in self._read("memory.oom_control").splitlines())
+        return int(fields["oom_kill"])
+
+    def remove(self) -> None:
+        """Moves what is left of its processes out, then removes it."""
+        for pid in self._read("cgroup.procs").split():
+            with contextlib.suppress(ProcessLookupError), open(os.path.join(self.ROOT, "cgroup.procs"), "w") as f:
+                f.write(pid)
+        os.rmdir(self.path)
+
+
+@pytest.fixture
+def memory_cgroup():
+    """A memory cgroup for one test (``MemoryCgroup``), removed after it."""
+    made = MemoryCgroup()
+    yield made
+    made.remove()
 
 
 @pytest.fixture

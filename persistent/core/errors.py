@@ -17,6 +17,7 @@ __all__ = [
     "SetupError",
     "OutputError",
     "JobDirectoryInUseError",
+    "PythonWorkerLostError",
 ]
 
 
@@ -55,3 +56,9 @@ class OutputError(PersistentError, RuntimeError):
 class JobDirectoryInUseError(SetupError):
     """Another job (or ``persistent rewind``) holds the job directory's lease
     (``persistent.storage.lease``); the message names it. Nothing has been written."""
+
+
+class PythonWorkerLostError(SetupError):
+    """A Python worker died under a micro-batch (a SIGKILL, most often the OOM killer's)
+    each time Spark tried it, and the query failed; the message names the memory the
+    workers had used. Nothing of the micro-batch is committed, and a restart replays it."""

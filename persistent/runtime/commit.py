@@ -211,6 +211,8 @@ class Commit:
             folded=sum(r.folded for r in reports),
             partials=sum(r.partials for r in reports),
             spark_half=self.job_watermark,
+            keys={task_name(r.grp): r.keys for r in reports},
+            worker_peak_bytes=max((r.worker_peak_bytes for r in reports), default=None),
         )
         self.directory.record_progress(progress)
         self.befores.clear()

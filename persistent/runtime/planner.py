@@ -80,6 +80,7 @@ from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
 from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
                                      load_extension, newest_per_group, pack_of, packed)
+from persistent.runtime.failures import worker_lost
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
@@ -591,10 +592,11 @@ class RunningJob:
     def wait(self, bar: ProgressBar | None = None) -> None:
         """Waits until the query ends, updating ``bar`` (if any) from Spark's progress
         reports; a signal ``stopping.on_signals`` noted raises ``Interrupted`` here,
-        between two looks at the query."""
+        between two looks at the query. A query that fails raises its failure here; one
+        whose Python worker died at each try, ``PythonWorkerLostError``."""
         drained = self._drained() if self.drains else None
         try:
-            while not self.query.awaitTermination(_PROGRESS_POLL_SECONDS):
+            while not self._ended():
                 stopping.check()
                 if bar is not None:
                     self._update(bar)
@@ -605,6 +607,17 @@ class RunningJob:
         finally:
             if bar is not None:
                 bar.close()
+
+    def _ended(self) -> bool:
+        """Whether the query has ended, after waiting a while for it; raises its failure,
+        or ``PythonWorkerLostError`` for one on a dead Python worker (``failures``)."""
+        try:
+            return self.query.awaitTermination(_PROGRESS_POLL_SECONDS)
+        except Exception as failure:
+            lost = worker_lost(failure, self.directory)
+            if lost is None:
+                raise
+            raise lost from failure
 
     def _drained(self) -> threading.Event:
         """Set once the query has processed all there is and has no micro-batch due

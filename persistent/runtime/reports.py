@@ -59,6 +59,10 @@ class GroupReport:
     #: message in this one set it (``persistent.runtime.rows.next_watermark_ms``); None
     #: where they did not say (no message, or a job that runs with Spark's watermark).
     next_watermark_ms: int | None = None
+    #: Keys in the group's table after the micro-batch.
+    keys: int = 0
+    #: The peak resident memory of the Python worker that ran the group, so far (bytes).
+    worker_peak_bytes: int = 0
 
 
 class Reports:

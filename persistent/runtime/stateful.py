@@ -17,6 +17,7 @@ the driver.
 from __future__ import annotations
 
 import gc
+import resource
 import time
 from functools import partial
 
@@ -159,6 +160,7 @@ def group_function(
             checkpoint_crc=written.crc, whole_ms=group.table.whole_ms if checkpoint else None,
             checkpoint_seconds=writing_s, folded=rows.folded,
             partials=rows.partial_count, next_watermark_ms=next_ms,
+            keys=len(group.table), worker_peak_bytes=peak_resident_bytes(),
         )})
         dead_letters = bad + late_output
         if len(results) or dead_letters:
@@ -203,6 +205,11 @@ def _freeze_the_libraries() -> None:
 
 #: Whether this process has frozen its libraries' objects (``_freeze_the_libraries``).
 _FROZEN: list[bool] = []
+
+
+def peak_resident_bytes() -> int:
+    """The most memory this process has held resident so far, in bytes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux counts in KiB
 
 
 def _persist(directory: JobDirectory, grp: int, checkpoint: Taken) -> Written:

@@ -235,6 +235,11 @@ class BatchProgress(Record):
     #: directory recorded before it since it counts them (a restart from the clock
     #: reads some input again, and counts its late messages again); None in older records.
     late_total: int | None = None
+    #: Keys in the table of each task (key group) that ran in this batch; empty in older records.
+    keys: dict[str, int] = field(default_factory=dict)
+    #: The peak resident memory of the Python workers that ran the key groups, the
+    #: largest (bytes); None in older records.
+    worker_peak_bytes: int | None = None
 
     @property
     def clock_lag_ms(self) -> int | None:

@@ -23,7 +23,7 @@ from persistent.core.faults import CrashPoint
 from persistent.runtime import stateful
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import Kind
-from persistent.runtime.stateful import DEAD_LETTERS, group_function
+from persistent.runtime.stateful import DEAD_LETTERS, group_function, peak_resident_bytes
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from persistent.runtime.recovery import Recovery, RecoveryPath
@@ -214,8 +214,8 @@ def test_a_groups_rows_in_chunks_and_any_order_of_partitions_give_what_they_give
             whole_state.watermark_ms = chunked_state.watermark_ms = watermark_ms
             expected = outputs(run_whole((0,), iter([one_frame]), whole_state))
             assert outputs(run_chunked((0,), iter(chunks), chunked_state)) == expected
-            assert (dataclasses.replace(chunked_reports.value[0], checkpoint_seconds=0)
-                    == dataclasses.replace(whole_reports.value[0], checkpoint_seconds=0))
+            assert (dataclasses.replace(chunked_reports.value[0], checkpoint_seconds=0, worker_peak_bytes=0)
+                    == dataclasses.replace(whole_reports.value[0], checkpoint_seconds=0, worker_peak_bytes=0))
             assert chunked_state.value == whole_state.value
         stores = whole.directory().store(0), chunked.directory().store(0)
         assert stores[1].times() == stores[0].times()
@@ -227,18 +227,20 @@ def test_a_report_says_what_the_group_did_and_a_timeout_without_rows_checkpoints
     run_group, reports = key_group(storage)
     state = GroupState(watermark_ms=50)
     list(run_group((0,), iter([rows(["a", "b"], 60), rows(["a"], 40)]), state))
-    assert reports.value[0] == GroupReport(grp=0, applied=2, late=1, replayed=0, results=2, watermark_ms=50,
-                                           max_time_ms=60, state_bytes=len(state.value))
+    report = reports.value[0]
+    assert 0 < report.worker_peak_bytes <= peak_resident_bytes()  # this process's, so far
+    assert report == GroupReport(grp=0, applied=2, late=1, replayed=0, results=2, watermark_ms=50, max_time_ms=60,
+                                 state_bytes=len(state.value), keys=2, worker_peak_bytes=report.worker_peak_bytes)
 
     state.watermark_ms = 200
     began = time.monotonic()
     assert list(run_group((0,), iter([]), state)) == []
     report = reports.value[0]
     store = storage.directory().store(0)
-    assert dataclasses.replace(report, checkpoint_seconds=0) == GroupReport(
+    assert dataclasses.replace(report, checkpoint_seconds=0, worker_peak_bytes=0) == GroupReport(
         grp=0, applied=0, late=0, replayed=0, results=0, watermark_ms=200, max_time_ms=-1,
         state_bytes=len(state.value), checkpoint_ms=200, checkpoint_bytes=os.path.getsize(store.path(200)),
-        checkpoint_crc=report.checkpoint_crc, whole_ms=200)  # its first: whole
+        checkpoint_crc=report.checkpoint_crc, whole_ms=200, keys=2)  # its first: whole
     store.recover(200, crc=report.checkpoint_crc)  # the CRC32 of the checkpoint written
     assert 0 < report.checkpoint_seconds <= time.monotonic() - began
 

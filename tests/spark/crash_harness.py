@@ -90,6 +90,11 @@ def session_processes(session: int) -> list[int]:
     return pids
 
 
+
+def python_workers(session: int) -> list[int]:
+    """The PySpark worker daemons of ``session`` and the Python workers they forked."""
+    return [pid for pid in session_processes(session) if b"pyspark.daemon" in _cmdline(pid)]
+
 def jvm_processes(main_class: str, mark: str) -> list[int]:
     """The live JVMs that run ``main_class`` with ``mark`` in their command line (within
     any argument): a YARN container's, by its application's id."""

@@ -9,11 +9,12 @@ may be lost and none counted twice. The clock must still name durable checkpoint
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
 
-from crash_harness import Crasher, checkpoints_of_changes
+from crash_harness import Crasher, checkpoints_of_changes, python_workers
 from persistent.core.faults import CrashPoint
 from state.checkpoint_store import CheckpointStore
 from state.clock_store import ClockStore, verify_clock
@@ -91,6 +92,39 @@ def test_losing_an_executor_mid_query_on_a_local_cluster(tmp_path):
     assert sink_counts(tmp_path) == EXPECTED
     assert_clock_names_durable_checkpoints(tmp_path)
 
+
+
+#: How many bytes the Python workers may grow by, confined (``test_python_workers_killed_by_the_oom_killer...``).
+GROWTH = 48 << 20
+
+
+def test_python_workers_killed_by_the_oom_killer_lose_and_double_nothing(tmp_path, memory_cgroup):
+    """Every message a new key, so each key group's state grows with each micro-batch.
+    After the first one, the job's Python workers are confined to a memory cgroup that
+    lets them grow by ``GROWTH`` bytes: the kernel's OOM killer SIGKILLs a worker in the
+    middle of a micro-batch (their executors live on), and again at each of Spark's
+    retries: the job fails with one line naming the memory the workers used. A run
+    after it without the limit ends with every key counted once."""
+    total = 600_000
+    args = count_args(tmp_path, "--total", str(total), "--keys", str(total), "--rows-per-batch", "50000")
+    crasher = Crasher("count", args, tmp_path, master="local-cluster[2,1,1024]", standby=False)
+
+    def confine(job: int) -> None:
+        memory_cgroup.limit(GROWTH)
+        for pid in python_workers(job):
+            memory_cgroup.add(pid)
+
+    failed = crasher.disturb_after("batch 0.1:", confine)
+    assert memory_cgroup.oom_kills() >= 1
+    assert failed.returncode == 1, failed.log
+    line = next(line for line in failed.log.splitlines() if line.startswith("count.py: error: "))
+    assert re.search(r"a Python worker died under micro-batch \d+ .* the OOM killer: in micro-batch \d+ a Python "
+                     r"worker held up to [\d,]+ MiB resident, with key groups of up to [\d,]+ keys", line), line
+    final = crasher.run()
+    assert final.returncode == 0, final.log
+    counts = sink_counts(tmp_path)
+    assert len(counts) == total and set(counts.values()) == {1}, f"seed {crasher.seed}"
+    assert_clock_names_durable_checkpoints(tmp_path)
 
 def write_out_of_order_input(directory):
     """Six files of JSON lines whose times go back and forth by up to 1.9 s behind the
