@@ -82,6 +82,10 @@ GAUGES: tuple[tuple[str, str, Figure], ...] = (
      lambda p: p.checkpoint_bytes),
     ("persistent_batch_checkpoint_seconds", "Time the key groups spent writing checkpoints in the last "
      "micro-batch, summed over the groups.", lambda p: p.checkpoint_seconds),
+    ("persistent_batch_state_keys", "Keys in the state of the key groups that ran in the last micro-batch.",
+     lambda p: sum(p.keys.values()) if p.keys else None),
+    ("persistent_batch_worker_peak_bytes", "The largest peak resident memory of the Python workers that ran the "
+     "last micro-batch's key groups.", lambda p: p.worker_peak_bytes),
     ("persistent_watermark_seconds", "The watermark after the last micro-batch: event time, seconds since the "
      "epoch.", lambda p: _seconds(p.watermark_ms)),
     ("persistent_clock_seconds", "The global minimum checkpoint clock: event time, seconds since the epoch.",

@@ -43,6 +43,8 @@ def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batch
     assert figures["persistent_batch_checkpoints"] == last.checkpoints == 3
     assert figures["persistent_batch_checkpoint_bytes"] == last.checkpoint_bytes > 0
     assert figures["persistent_batch_checkpoint_seconds"] == last.checkpoint_seconds == 0.06
+    assert figures["persistent_batch_state_keys"] == sum(last.keys.values()) > 0
+    assert figures["persistent_batch_worker_peak_bytes"] == last.worker_peak_bytes > 0
     assert figures["persistent_watermark_seconds"] == 0.409
     assert figures["persistent_clock_seconds"] == 0.4
     assert figures["persistent_clock_lag_seconds"] == pytest.approx(0.009)
