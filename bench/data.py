@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = ["Dataset", "ParquetInput", "generate", "first_timestamp", "BATCH_SPAN_MS", "ZIPF_EXPONENT", "SCHEMA_DDL"]
@@ -71,7 +72,7 @@ def generate(directory: str | Path, distribution: str, keys: int, events: int, b
     directory = Path(directory) / f"{distribution}-{keys}"
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([seed, keys, distribution == "skewed"])
-    vocabulary = pa.array([f"k{i}" for i in range(keys)])
+    vocabulary = pc.binary_join_element_wise("k", pc.cast(pa.array(np.arange(keys)), pa.string()), "")
     n_files = -(-events // batch_rows)
     paths = []
     for f in range(n_files + 1):

@@ -44,6 +44,8 @@ class RunResult:
     #: The 99th percentile of the measured batches' times (nearest rank).
     p99_batch_ms: float = 0.0
     peak_driver_mb: float | None = None
+    #: The JVM's peak RSS (``MemorySampler.jvm_rss_mb``); None in older results.
+    peak_jvm_rss_mb: float | None = None
     peak_worker_mb: float | None = None
     checkpoint_bytes_per_batch: float | None = None
     #: Bytes on disk by part of the checkpoint directory (``spark``, ``checkpoints``, ``clock``, ...);
@@ -251,9 +253,11 @@ def thread_kind(name: str) -> str:
 
 class MemorySampler:
     """Samples, a few times a second, the JVM's used heap plus this process's RSS
-    (``driver``: in local mode the JVM also runs the executors' JVM side) and the
-    summed RSS of the Python worker processes under the JVM (``workers``); and the CPU
-    seconds used between entering and leaving, by kind (``cpu_s``, ``cpu_used``)."""
+    (``driver``: in local mode the JVM also runs the executors' JVM side), the JVM's
+    RSS (``jvm_rss``: its heap as far as it is touched and the memory off the heap,
+    RocksDB's among it), and the summed RSS of the Python worker processes under the
+    JVM (``workers``); and the CPU seconds used between entering and leaving, by kind
+    (``cpu_s``, ``cpu_used``)."""
 
     def __init__(self, spark=None, interval_s: float = 0.2):
         import psutil
@@ -265,6 +269,7 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.driver_mb = 0.0
+        self.jvm_rss_mb = 0.0
         self.workers_mb = 0.0
         self.cpu_s: dict[str, float] = {}
         self._cpu_before: CpuSnapshot | None = None
@@ -274,11 +279,12 @@ class MemorySampler:
             return 0
         return self._runtime.totalMemory() - self._runtime.freeMemory()
 
-    def _workers_rss(self) -> int:
+    def _rss(self, name: str) -> int:
+        """The summed RSS of the processes under this one whose name starts with ``name``."""
         total = 0
         for child in self._me.children(recursive=True):
             try:
-                if child.name().startswith("python"):
+                if child.name().startswith(name):
                     total += child.memory_info().rss
             except self._psutil.Error:
                 pass
@@ -287,7 +293,8 @@ class MemorySampler:
     def sample(self) -> None:
         driver = (self._jvm_used() + self._me.memory_info().rss) / _MB
         self.driver_mb = max(self.driver_mb, driver)
-        self.workers_mb = max(self.workers_mb, self._workers_rss() / _MB)
+        self.jvm_rss_mb = max(self.jvm_rss_mb, self._rss("java") / _MB)
+        self.workers_mb = max(self.workers_mb, self._rss("python") / _MB)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -39,8 +39,8 @@ RECOVERY_KEYS = (100_000, 1_000_000)
 #: What each implementation is compared with (itself: nothing; else native over the same data set).
 BASELINES = {"window": "native-window", "folded-window": "native-window", "vectorized-small": "native-small",
              "vectorized-kafka": "native-kafka", "vectorized-kafka-out": "native-kafka-out",
-             "native-scale": "native-scale", "vectorized-scale": "native-scale",
-             "folded-scale": "native-scale"}
+             "native-scale": "native-rocksdb-scale", "native-rocksdb-scale": "native-rocksdb-scale",
+             "vectorized-scale": "native-rocksdb-scale"}
 #: Rows of a micro-batch in the small-batch case (``small``).
 SMALL_BATCH_ROWS = 1_000
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -67,10 +67,16 @@ def parser() -> argparse.ArgumentParser:
                    help="runs of each implementation and trigger in the latency case, taking turns "
                         "(default %(default)s)")
     p.add_argument("--scale-keys", default="100000,10000000",
-                   help="key counts of the case whose state grows (the case 'scale': native, vectorized and "
-                        "folded over --scale-events events each); the growth of a batch's time is from the "
-                        "fewest keys to the most; empty for none")
-    p.add_argument("--scale-events", type=int, default=4_000_000, help="events per data set of the case 'scale'")
+                   help="key counts of the case whose state grows (the case 'scale': native with Spark's "
+                        "default state store and with RocksDB's and vectorized over --scale-events events each, "
+                        "then restarts at the most keys); the growth of a batch's time is from the fewest keys "
+                        "to the most; empty for none")
+    p.add_argument("--scale-events", default="4000000",
+                   help="events of each data set of the case 'scale', one number for all or one for each of "
+                        "--scale-keys (default %(default)s)")
+    p.add_argument("--scale-heap-keys", type=int, default=10_000_000,
+                   help="the most keys at which the case 'scale' runs native Spark with its default state store, "
+                        "which holds the state on the driver's heap here (default %(default)s)")
     p.add_argument("--per-key-batches", type=int, default=2,
                    help="micro-batches the per-key applyInPandasWithState runs (it is slow)")
     p.add_argument("--repeats", type=int, default=3,
@@ -118,7 +124,8 @@ def _machine() -> dict:
             "system": platform.platform()}
 
 
-def _targets(results: list[RunResult], demo_seconds: float | None, latency: list[dict]) -> list[dict]:
+def _targets(results: list[RunResult], demo_seconds: float | None, latency: list[dict],
+             recovery: list[dict]) -> list[dict]:
     """The project's targets, as measured (reported, not asserted)."""
 
     def find(name, keys, distribution="uniform"):
@@ -160,22 +167,30 @@ def _targets(results: list[RunResult], demo_seconds: float | None, latency: list
             r = find(name, keys)
             target(f"{name} / native window rows/s at {keys:,} keys", ratio(r, find("native-window", keys)),
                    1.5 if keys >= 1_000_000 else 1.0, runs=r.ratio_spread if r else None)
-    scale = sorted({r.keys for r in results if r.name == "native-scale"})
+    scale = sorted({r.keys for r in results if r.name == "vectorized-scale"})
     if scale:
         fewest, most = scale[0], scale[-1]
-        native = find("native-scale", most)
-        for name in ("vectorized-scale", "folded-scale"):
-            r = find(name, most)
-            target(f"{name} / native rows/s at {most:,} keys", ratio(r, native), 1.0,
-                   runs=r.ratio_spread if r else None)
-        growth = {name: _growth(find(name, fewest), find(name, most)) for name in ("native-scale", "vectorized-scale")}
-        if None not in growth.values():
-            target(f"median batch growth from {fewest:,} to {most:,} keys, vectorized / native",
-                   growth["vectorized-scale"] / growth["native-scale"], 1.0, higher_is_better=False)
-        v = find("vectorized-scale", most)
+        native, v = find("native-rocksdb-scale", most), find("vectorized-scale", most)
+        target(f"vectorized / native RocksDB rows/s at {most:,} keys", ratio(v, native), 1.0,
+               runs=v.ratio_spread if v else None)
+        target(f"vectorized: median batch time at {most:,} keys / at {fewest:,} keys",
+               _growth(find("vectorized-scale", fewest), v), 1.3, higher_is_better=False)
         if v and native and v.checkpoint_bytes_per_batch and native.checkpoint_bytes_per_batch:
-            target(f"checkpoint bytes a micro-batch at {most:,} keys, vectorized / native's state store",
+            target(f"checkpoint bytes a micro-batch at {most:,} keys, vectorized / native RocksDB's",
                    v.checkpoint_bytes_per_batch / native.checkpoint_bytes_per_batch, 1.0, higher_is_better=False)
+        if v and native and report.memory_bytes_per_key(native):
+            target(f"resident memory a key at {most:,} keys (JVM and Python workers), vectorized / native "
+                   f"RocksDB's", report.memory_bytes_per_key(v) / report.memory_bytes_per_key(native), 1.0,
+                   higher_is_better=False)
+        restarts = {(r.get("implementation"), r["path"]): r["seconds"] for r in recovery if r["keys"] == most}
+        native_a, a, b = (restarts.get(("native-rocksdb-scale", "A")), restarts.get(("vectorized-scale", "A")),
+                          restarts.get(("vectorized-scale", "B")))
+        if native_a and a:
+            target(f"restart to the first micro-batch at {most:,} keys, path A / native RocksDB's", a / native_a,
+                   1.0, higher_is_better=False)
+        if a and b:
+            target(f"restart to the first micro-batch at {most:,} keys, path B / path A", b / a, 2.0,
+                   higher_is_better=False)
     for keys in sorted({r.keys for r in results if r.name == "native-kafka-out"}):
         r = find("vectorized-kafka-out", keys)
         target(f"vectorized / native rows/s, Kafka in and out, at {keys:,} keys", ratio(r, find("native-kafka-out", keys)),
@@ -231,21 +246,23 @@ def run(args) -> int:
         if base is not None and base is not r and base.rows_per_s:
             r.ratio, r.baseline = r.rows_per_s / base.rows_per_s, baseline
             r.ratio_spread = ratio_spread(r, base)
-    targets = _targets(results, demo_seconds, latency)
+    targets = _targets(results, demo_seconds, latency, recovery)
     extra = {
         "machine": _machine(), "versions": _versions(), "master": args.master, "events": args.events,
         "batch_rows": args.batch_rows, "batch_span_ms": BATCH_SPAN_MS, "zipf_exponent": ZIPF_EXPONENT,
         "seconds": round(time.monotonic() - started, 1), "recovery": recovery, "latency": latency,
         "targets": targets,
         "demo_seconds": demo_seconds, "small_batch": {"rows": SMALL_BATCH_ROWS, "keys": args.small_keys},
-        "scale": {"events": args.scale_events, "keys": _int_list(args.scale_keys)},
+        "scale": {"events": _int_list(args.scale_events), "keys": _int_list(args.scale_keys),
+                  "heap_keys": args.scale_heap_keys},
     }
     report.write_json(out / "results.json", results, extra)
-    report.plot(out, results)
+    plots = report.plot(out, results)
     print(report.table(results))
     print(report.cpu_table(results))
     for r in recovery:
-        print(f"recovery path {r['path']} at {r['keys']:,} keys: {r['seconds']:.1f} s to the first micro-batch")
+        print(f"recovery {r.get('implementation', 'vectorized')} path {r['path']} at {r['keys']:,} keys: "
+              f"{r['seconds']:.1f} s to the first micro-batch")
     for r in latency:
         print(f"latency {r['implementation']}, trigger {report.trigger(r)}, {r['rate']:,} records/s: "
               f"p50 {r['p50_ms']:,.0f} ms, p99 {r['p99_ms']:,.0f} ms; {r['batches']} micro-batches, "
@@ -259,7 +276,7 @@ def run(args) -> int:
     for t in targets:
         runs = f" (runs {report.spread(t['runs'])}: lowest/median/highest)" if t["runs"] else ""
         print(f"{'met   ' if t['met'] else 'missed'} {t['target']}: {t['measured']}{runs} (target {t['goal']})")
-    print(f"{extra['seconds']:.0f} s; wrote {out / 'results.json'}, throughput.png, latency.png")
+    print(f"{extra['seconds']:.0f} s; wrote {', '.join(str(path) for path in [out / 'results.json', *plots])}")
     return 0
 
 
@@ -356,14 +373,17 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
                             job = runs.vectorized(dataset)[1]
                         for path, lose in (("A", False), ("B", True)):
                             seconds = runs.restart(job, dataset, lose_spark_checkpoint=lose)
-                            recovery.append({"path": path, "keys": dataset.keys, "seconds": round(seconds, 2)})
+                            recovery.append({"implementation": "vectorized", "path": path, "keys": dataset.keys,
+                                             "seconds": round(seconds, 2)})
                             print(f"bench: recovery path {path} at {dataset.keys:,} keys: {seconds:.1f} s",
                                   file=sys.stderr)
             if "latency" in spark_names:
                 latency = _latency_turns(spark, work, args)
             if "scale" in spark_names:
-                for taken in _scale_turns(runs, work, args):
+                turns, restarts = _scale_turns(runs, work, args)
+                for taken in turns:
                     record(pool(taken))
+                recovery += restarts
         finally:
             spark.stop()
     if "bytewax" in only:
@@ -417,19 +437,38 @@ def _latency_turns(spark, work: Path, args) -> list[dict]:
     return runs
 
 
-def _scale_turns(runs, work: Path, args) -> list[list[RunResult]]:
-    """Native, vectorized and folded runs, taking turns, over ``args.scale_events``
-    uniform events at each of ``args.scale_keys``: the state grows to millions of keys."""
-    turns = []
-    for keys in _int_list(args.scale_keys):
-        dataset = generate(work / "input-scale", "uniform", keys, args.scale_events, args.batch_rows)
-        native, vectorized, folded = [], [], []
+def _scale_turns(runs, work: Path, args) -> tuple[list[list[RunResult]], list[dict]]:
+    """Runs taking turns over ``args.scale_events`` uniform events at each of
+    ``args.scale_keys``, the state growing to millions of keys: native with Spark's
+    default state store (up to ``args.scale_heap_keys``) and with RocksDB's, and
+    vectorized. Then, at the most keys, each restarts the last of its runs with one more
+    file: native on its checkpoint, vectorized on path A and on path B. Returns the
+    turns and the restarts (as the case ``recovery`` has them, with the implementation)."""
+    from bench.spark_runs import ROCKSDB
+
+    turns, restarts = [], []
+    counts, events = _int_list(args.scale_keys), _int_list(args.scale_events)
+    if len(events) not in (1, len(counts)):
+        raise SystemExit(f"bench: --scale-events gives {len(events)} numbers for {len(counts)} key counts")
+    for keys, each in zip(counts, events * len(counts) if len(events) == 1 else events):
+        dataset = generate(work / "input-scale", "uniform", keys, each, args.batch_rows)
+        taken = {"native-scale": [], "native-rocksdb-scale": [], "vectorized-scale": []}
         for _ in range(args.repeats):
-            native.append(runs.native(dataset, "native-scale"))
-            vectorized.append(runs.vectorized(dataset, "vectorized-scale")[0])
-            folded.append(runs.folded(dataset, "folded-scale"))
-        turns += [native, vectorized, folded]
-    return turns
+            if keys <= args.scale_heap_keys:
+                taken["native-scale"].append(runs.native(dataset, "native-scale"))
+            taken["native-rocksdb-scale"].append(runs.native(dataset, "native-rocksdb-scale", conf=ROCKSDB))
+            result, job = runs.vectorized(dataset, "vectorized-scale")
+            taken["vectorized-scale"].append(result)
+        turns += [runs_of_one for runs_of_one in taken.values() if runs_of_one]
+        if keys == max(counts):
+            timed = [("native-rocksdb-scale", "A", lambda: runs.native_restart(dataset, "native-rocksdb-scale", ROCKSDB))]
+            timed += [("vectorized-scale", path, lambda lose=lose: runs.restart(job, dataset, lose_spark_checkpoint=lose))
+                      for path, lose in (("A", False), ("B", True))]
+            for name, path, restart in timed:
+                seconds = restart()
+                restarts.append({"implementation": name, "path": path, "keys": keys, "seconds": round(seconds, 2)})
+                print(f"bench: restart of {name} on path {path} at {keys:,} keys: {seconds:.1f} s", file=sys.stderr)
+    return turns, restarts
 
 
 def _time_demo(work: Path) -> float:

@@ -4,8 +4,10 @@ a ``ParquetInput`` with Spark's checkpoint location and a no-op sink."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,9 +22,15 @@ from persistent.sinks.base import Sink
 from persistent.storage.filesystems import JobStorage
 from state import NonWindowState, Window, WindowState
 
-__all__ = ["SparkRuns", "WINDOW_STEP_MS", "WINDOW_SIZE_MS", "CHECKPOINT_INTERVAL_MS"]
+__all__ = ["SparkRuns", "WINDOW_STEP_MS", "WINDOW_SIZE_MS", "CHECKPOINT_INTERVAL_MS", "ROCKSDB"]
 
 CHECKPOINT_INTERVAL_MS = 1_000
+#: Spark's state store in RocksDB with changelog checkpointing, for a native query
+#: (``SparkRuns.native``): the state off the heap and on local disk, and a micro-batch's
+#: checkpoint the changes it made.
+ROCKSDB = {"spark.sql.streaming.stateStore.providerClass":
+           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+           "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
 WINDOW_STEP_MS = 1_000
 WINDOW_SIZE_MS = 4 * WINDOW_STEP_MS
 
@@ -107,14 +115,16 @@ class SparkRuns:
         return directory
 
     def _query(self, name: str, dataset: Dataset, files, build, output_mode: str, source=None,
-               to: tuple[str, str] | None = None) -> RunResult:
+               to: tuple[str, str] | None = None, conf: dict[str, str] | None = None,
+               fresh: bool = True) -> RunResult:
         """A native query over ``files`` (or ``source``, a ``Source``): ``build(messages)``
         is the result DataFrame, dropped, or with ``to`` (brokers, topic) written to that
         topic by Spark's Kafka sink (at-least-once), each row's key the record's key and
-        the row as JSON its value."""
+        the row as JSON its value. The query starts with the SQL settings ``conf``, and
+        unless ``fresh`` goes on from the checkpoint of the last run of ``name``."""
         from pyspark.sql import functions as F
 
-        directory = self._directory(name, dataset)
+        directory = self._directory(name, dataset) if fresh else self.work / "runs" / f"{name}-{dataset.name}"
         messages = (source or ParquetInput(files, directory / "input")).stream(self.spark)
         checkpoint = directory / "checkpoint"
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
@@ -126,7 +136,7 @@ class SparkRuns:
                                      F.to_json(F.struct(*[c for c in results.columns if c != "key"])).alias("value"))
             writer = (records.writeStream.format("kafka").option("kafka.bootstrap.servers", to[0])
                       .option("topic", to[1]))
-        with MemorySampler(self.spark) as memory:
+        with MemorySampler(self.spark) as memory, self._settings(conf or {}):
             started = time.monotonic()
             query = (
                 writer.outputMode(output_mode)
@@ -136,6 +146,21 @@ class SparkRuns:
             result.wall_s = time.monotonic() - started
         return self._finish(result, batches_of(query), memory, str(checkpoint))
 
+    @contextlib.contextmanager
+    def _settings(self, conf: dict[str, str]) -> Iterator[None]:
+        """The session's SQL settings ``conf`` while a query starts and runs, then those before."""
+        before = {name: self.spark.conf.get(name, None) for name in conf}
+        for name, value in conf.items():
+            self.spark.conf.set(name, value)
+        try:
+            yield
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    self.spark.conf.unset(name)
+                else:
+                    self.spark.conf.set(name, value)
+
     def _finish(self, result: RunResult, batches, memory: MemorySampler, checkpoint: str,
                 written: int | None = None) -> RunResult:
         """With ``written``, the bytes of the key groups' checkpoints a job wrote: its
@@ -143,6 +168,7 @@ class SparkRuns:
         batch of a run (``minBatchesToRetain``, 100)."""
         summarize(result, batches)
         result.peak_driver_mb, result.peak_worker_mb = memory.driver_mb, memory.workers_mb
+        result.peak_jvm_rss_mb = memory.jvm_rss_mb
         result.cpu_s = memory.cpu_s
         result.checkpoint_bytes = directory_bytes(checkpoint)
         if written is not None:
@@ -153,16 +179,29 @@ class SparkRuns:
 
     # -- native Spark ------------------------------------------------------------------
 
-    def native(self, dataset: Dataset, name: str = "native", source=None, to: tuple[str, str] | None = None) -> RunResult:
+    def native(self, dataset: Dataset, name: str = "native", source=None, to: tuple[str, str] | None = None,
+               conf: dict[str, str] | None = None, restart: bool = False) -> RunResult:
         """``groupBy(key).agg(count, sum)`` over the data set's files or ``source`` (whose
-        values may be text, as Kafka's are), to ``to`` (``_query``)."""
+        values may be text, as Kafka's are), to ``to``, with the SQL settings ``conf``
+        (``_query``). A ``restart`` goes on from the last run of ``name`` over one more
+        file (``native_restart``)."""
         from pyspark.sql import functions as F
 
         return self._query(
-            name, dataset, dataset.files,
+            name, dataset, dataset.files + (dataset.extra,) if restart else dataset.files,
             lambda m: m.groupBy("key").agg(F.count("*").alias("count"), F.sum(F.col("value").cast("long")).alias("sum")),
-            "update", source, to,
+            "update", source, to, conf, fresh=not restart,
         )
+
+    def native_restart(self, dataset: Dataset, name: str, conf: dict[str, str] | None = None) -> float:
+        """Restarts the last native run of ``name`` over ``dataset`` with one more file of
+        input; returns the seconds from the restart to the end of its first micro-batch
+        (Spark's checkpoint is there: this project's path A)."""
+        started = time.time()
+        batches = self.native(dataset, name, conf=conf, restart=True).batches
+        if not batches:
+            raise RuntimeError(f"the restart of {name} over {dataset.name} ran no micro-batch")
+        return batches[0].end_s - started
 
     def native_window(self, dataset: Dataset) -> RunResult:
         from pyspark.sql import functions as F

@@ -164,24 +164,32 @@ def test_a_ratio_of_pools_that_took_turns_states_the_lowest_median_and_highest_r
     assert "0.90 [0.70/0.90/1.00]" in table([vectorized]).splitlines()[2]
 
 
-def test_the_scale_case_reports_its_ratio_its_batches_growth_and_its_checkpoint_bytes_against_natives():
+def test_the_scale_case_reports_against_native_rocksdb_its_rate_growth_checkpoints_memory_and_restarts():
     from bench.run import _targets
 
-    def result(name, keys, rows_per_s, batch_ms, checkpoint_kb):
+    def result(name, keys, rows_per_s, batch_ms, checkpoint_kb, memory_mb=(0, 0)):
         return RunResult(name, "uniform", keys, 10, rows_per_s=rows_per_s, median_batch_ms=batch_ms,
-                         checkpoint_bytes_per_batch=checkpoint_kb * 1024)
+                         checkpoint_bytes_per_batch=checkpoint_kb * 1024, peak_jvm_rss_mb=memory_mb[0],
+                         peak_worker_mb=memory_mb[1])
 
-    results = [result("native-scale", 100_000, 400, 500, 1_400), result("vectorized-scale", 100_000, 380, 520, 2_000),
-               result("native-scale", 10_000_000, 150, 1_250, 3_300),
-               result("vectorized-scale", 10_000_000, 165, 1_080, 6_600),
-               result("folded-scale", 10_000_000, 135, 1_150, 6_600)]
-    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets(results, None, [])}
+    results = [result("native-rocksdb-scale", 1_000_000, 400, 500, 1_400),
+               result("vectorized-scale", 1_000_000, 380, 520, 2_000),
+               result("native-scale", 50_000_000, 140, 1_300, 3_000, (8_000, 0)),
+               result("native-rocksdb-scale", 50_000_000, 150, 1_250, 3_300, (4_000, 1_000)),
+               result("vectorized-scale", 50_000_000, 165, 1_080, 6_600, (5_000, 1_000))]
+    recovery = [{"implementation": "vectorized", "path": "A", "keys": 1_000_000, "seconds": 1.0},
+                {"implementation": "native-rocksdb-scale", "path": "A", "keys": 50_000_000, "seconds": 4.0},
+                {"implementation": "vectorized-scale", "path": "A", "keys": 50_000_000, "seconds": 5.0},
+                {"implementation": "vectorized-scale", "path": "B", "keys": 50_000_000, "seconds": 9.0}]
+    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets(results, None, [], recovery)}
     assert measured == {
-        "vectorized-scale / native rows/s at 10,000,000 keys": (1.1, True),
-        "folded-scale / native rows/s at 10,000,000 keys": (0.9, False),
-        # 1,080 / 520 against 1,250 / 500
-        "median batch growth from 100,000 to 10,000,000 keys, vectorized / native": (0.831, True),
-        "checkpoint bytes a micro-batch at 10,000,000 keys, vectorized / native's state store": (2.0, False),
+        "vectorized / native RocksDB rows/s at 50,000,000 keys": (1.1, True),
+        "vectorized: median batch time at 50,000,000 keys / at 1,000,000 keys": (2.077, False),  # 1,080 / 520
+        "checkpoint bytes a micro-batch at 50,000,000 keys, vectorized / native RocksDB's": (2.0, False),
+        "resident memory a key at 50,000,000 keys (JVM and Python workers), vectorized / native "
+        "RocksDB's": (1.2, False),
+        "restart to the first micro-batch at 50,000,000 keys, path A / native RocksDB's": (1.25, False),
+        "restart to the first micro-batch at 50,000,000 keys, path B / path A": (1.8, True),
     }
 
 
@@ -190,7 +198,7 @@ def test_the_small_batch_case_compares_the_median_batch_with_natives_plus_a_tent
 
     results = [RunResult("native-small", "uniform", 10_000, 1_000, median_batch_ms=500),
                RunResult("vectorized-small", "uniform", 10_000, 1_000, median_batch_ms=560)]
-    assert [(t["target"], t["measured"], t["met"]) for t in _targets(results, None, [])] == [
+    assert [(t["target"], t["measured"], t["met"]) for t in _targets(results, None, [], [])] == [
         ("median 1,000-row batch, vectorized / native", 1.12, False)]
 
 
@@ -223,7 +231,7 @@ def test_the_latency_case_compares_each_triggers_p99_with_natives():
                {"implementation": "persistent", "trigger_ms": None, "p99_ms": 1_100.0},
                {"implementation": "native", "trigger_ms": 1_000, "p99_ms": 1_500.0},
                {"implementation": "persistent", "trigger_ms": 1_000, "p99_ms": 2_000.0}]
-    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets([], None, latency)}
+    measured = {t["target"]: (t["measured"], t["met"]) for t in _targets([], None, latency, [])}
     assert measured == {"p99 latency, Kafka in and out, trigger default, ours / native's": (1.1, True),
                         "p99 latency, Kafka in and out, trigger 1,000 ms, ours / native's": (1.333, False)}
 
@@ -277,7 +285,7 @@ def test_the_figures_give_each_case_its_section_and_say_which_did_not_run(tmp_pa
 
     assert text.startswith("One run of `bench/run.py`, 12 s: 2 cores (CPU), 8.0 GB, Linux; python 3.11.7, "
                            'java `openjdk version "17"`; master `local[2]`, 1,000 events a data set, '
-                           "100 a micro-batch.")
+                           "100 events a micro-batch.")
     throughput = cells("Throughput")
     assert [row[0] for row in throughput] == ["native", "vectorized"]  # without each pooled run's rows/s
     assert throughput[1][-1] == "1.25 [1.20/1.25/1.30]"
@@ -291,23 +299,27 @@ def test_the_figures_give_each_case_its_section_and_say_which_did_not_run(tmp_pa
         ["persistent", "1,000 ms", "20,000", "60", "1,234", "2,500 [2,400/2,600]",
          "triggerExecution 1,000, addBatch 900"],
         ["native", "default", "20,000", "70", "800", "1,900", "-"]]
-    assert cells("Recovery (the case `recovery`)") == [["100", "1.3", "0.5"]]
+    assert cells("Recovery (the case `recovery`)") == [["vectorized", "100", "1.3", "0.5"]]
     # The goal's direction is the one in which the figure met it or missed it.
     assert cells("Targets", 2) == [[">= 1.0", "1.25 [1.20/1.25/1.30]", "met"], ["<= 1.2", "1.316", "missed"],
                                    ["<= 30", "12.0", "met"]]
+    scale = report.figures(report.read_json(_results(tmp_path, runs, recovery=recovery)), report.BLOCKS["scale"][1])
+    assert [part.split("\n", 1)[0] for part in scale.split("\n### ")[1:]] == [
+        "State that grows (the case `scale`)", "Recovery (the case `recovery`)", "Targets"]
 
 
 def test_the_document_takes_the_figures_between_its_markers_and_the_check_tells_a_stale_one(tmp_path, capsys):
     results = _results(tmp_path, [RunResult("native", "uniform", 100, 100, rows_per_s=1_000.0)])
     doc = tmp_path / "performance.md"
-    doc.write_text(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nold figures\n{report.END}\n\nAfter.\n")
+    begin, end = report.markers("results")
+    doc.write_text(f"# Performance\n\nBefore.\n\n{begin}\nold figures\n{end}\n\nAfter.\n")
     arguments = ["--results", str(results), "--doc", str(doc)]
     assert report.main([*arguments, "--check"]) == 1
     assert "its figures are not those of" in capsys.readouterr().err
     assert report.main(arguments) == 0
     written = doc.read_text()
-    assert written.startswith(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nOne run of ")
-    assert written.endswith(f"\n{report.END}\n\nAfter.\n") and "old figures" not in written
+    assert written.startswith(f"# Performance\n\nBefore.\n\n{begin}\nOne run of ")
+    assert written.endswith(f"\n{end}\n\nAfter.\n") and "old figures" not in written
     assert report.main([*arguments, "--check"]) == 0
     assert report.main(arguments) == 0 and doc.read_text() == written  # nothing to change
     doc.write_text("# Performance\n")
