@@ -91,7 +91,7 @@ from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, TIMESTAMP, VALUE, group,
                                      heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.spark import check_spark, minor_of
-from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
+from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, GroupFunction, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
@@ -346,7 +346,7 @@ class Plan:
 
     def _checkpoints_early(self, unloaded: str | None) -> bool:
         """Whether the key groups checkpoint at the next micro-batch's watermark
-        (``persistent.runtime.stateful.group_function``): a job with checkpoints whose
+        (``persistent.runtime.stateful.GroupFunction.early``): a job with checkpoints whose
         state the watermark alone does not change, with Spark's half loaded (else
         ``unloaded`` says why not; it sends the groups the micro-batch's newest event time)."""
         if not self.checkpoints or self.watermark_acts_alone:
@@ -387,10 +387,11 @@ class Plan:
         elif packs:
             rows = packed(rows)
         grouped = rows.withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
-        function = group_function(
-            job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
-            self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
-            job.watermark_delay_ms if reaches else None, early=early, timeouts=recovery.timeouts,
+        function = GroupFunction(
+            task=job.task, interval_ms=job.checkpoint_interval_ms, recovery=recovery, checkpoints=self.checkpoints,
+            bad_records=self.bad_records, late_records=self.late_records,
+            carries=self.delivery.carries_state(self.windowed), storage=storage, reports=reports, fold=fold,
+            delay_ms=job.watermark_delay_ms if reaches else None, early=early,
         )
         timeout = GroupStateTimeout.EventTimeTimeout if recovery.timeouts else GroupStateTimeout.NoTimeout
         return grouped.applyInPandasWithState(
@@ -494,7 +495,7 @@ class _ForeachBatch:
     def __call__(self, frame, batch_id: int) -> None:
         self.reports.value = {}
         context = frame.sparkSession.sparkContext
-        # What each key group takes for its watermark (run_group), for the tasks of the batch.
+        # What each key group takes for its watermark (GroupFunction), for the tasks of the batch.
         watermark_ms = self.commit.watermark_ms(batch_id)
         if watermark_ms is not None:
             context.setLocalProperty(JOB_WATERMARK_PROPERTY, str(watermark_ms))
