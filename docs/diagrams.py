@@ -66,7 +66,7 @@ def _frame(by_group: dict[int, list[int]], group: int) -> pd.DataFrame:
 
 def _micro_batch(group: KeyGroup, messages: pd.DataFrame,
                  watermark_ms: int) -> tuple[Applied, pd.DataFrame, tuple[int, bytes] | None]:
-    """What ``run_group`` has the group do in a micro-batch at ``watermark_ms``: what it
+    """What ``GroupFunction`` has the group do in a micro-batch at ``watermark_ms``: what it
     applied, its results, and the checkpoint it took (time, bytes), if one was due."""
     applied = group.apply(messages, watermark_ms=watermark_ms)
     results, checkpoint = group.advance(watermark_ms)

@@ -70,6 +70,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -92,7 +93,7 @@ from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, TIMESTAMP, VALUE, group,
                                      heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
 from persistent.runtime.spark import check_spark, minor_of
-from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, group_function, output_schema
+from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, GroupFunction, output_schema
 from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
@@ -222,22 +223,48 @@ class Plan:
         _ship_by_value(type(job.task))
         storage = JobStorage(job.checkpoint_dir, job.webhdfs_address)
         if self.checkpoints:  # also finishes a rescale a crash interrupted
-            rescaled = rescale_if_asked(spark, directory, job.key_groups, storage, self.spec,
-                                        job.checkpoint_interval_ms,
-                                        lambda: self._messages(spark, 0).schema[KEY].dataType.simpleString())
-            if rescaled:
-                stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
-                            f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
+            self._rescale(spark, directory, storage)
         directory.take_failing_records()  # of a job that stopped before it took them
         cores = spark.sparkContext.defaultParallelism
-        unloaded = load_extension(spark)
-        if metrics:
-            metrics.started(spark_half=unloaded is None)
-        if unloaded:
-            stderr.line(f"[persistent] the watermark is Spark's, which a source partition behind the others does "
-                        f"not hold back: {unloaded}")
+        unloaded = _load_spark_half(spark, metrics)
         early = self._checkpoints_early(unloaded)
         wakes = self.wakes_idle_groups(early)
+        recovery = self._plan_recovery(spark, directory, storage, cores, unloaded, wakes)
+        reports = spark.sparkContext.accumulator({}, Reports())
+        drains = available_now and not SPARK_BOUNDS and _reads_python(job.source)
+        messages = self._messages(spark, recovery.floor_ms, storage, drains)
+        fold, packs = self._crossing(messages, unloaded)
+        results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs,
+                                 reaches=unloaded is None)
+        commit = self._commit(directory, recovery, metrics, closing, job_watermark=unloaded is None)
+        writer = self._writer(results, commit, reports, directory, fold is not None, available_now and not drains,
+                              trigger_ms)
+        with _session_settings(spark, _query_settings(spark, directory, recovery, cores, wakes)):
+            query = writer.start()
+            _wait_for_sources(query)
+        lease.when_lost(lambda reason: _stop_on_lost(query, reason))
+        return RunningJob(query, recovery, directory, tuple(closing), lease, drains)
+
+    def _rescale(self, spark, directory: JobDirectory, storage: JobStorage) -> None:
+        """Re-splits the checkpoints into the job's number of key groups if it asks for
+        another than the directory's, or finishes a rescale a crash interrupted
+        (``persistent.runtime.rescale``), and says so in the log."""
+        job = self.job
+        rescaled = rescale_if_asked(spark, directory, job.key_groups, storage, self.spec, job.checkpoint_interval_ms,
+                                    lambda: self._messages(spark, 0).schema[KEY].dataType.simpleString())
+        if rescaled:
+            stderr.line(f"[persistent] rescaled the checkpoints at clock {rescaled.clock_ms} from "
+                        f"{rescaled.from_groups} to {rescaled.to_groups} key groups")
+
+    def _plan_recovery(self, spark, directory: JobDirectory, storage: JobStorage, cores: int, unloaded: str | None,
+                       wakes: bool) -> Recovery:
+        """Plans the start on ``directory`` (``persistent.runtime.delivery.plan``), its key
+        groups spread over ``cores``, with event-time timeouts if the query ``wakes``
+        idle groups, and checks it: a Spark checkpoint of a query without the timeouts
+        this one needs is refused (``unloaded``, when Spark's half is not loaded, is why
+        it needs them), a fresh exactly-once start has its sink checked, and the source
+        checks the start's restore point."""
+        job = self.job
         recovery = plan(self.delivery, directory, job.key_groups, KEY_GROUPS_PER_CORE * cores,
                         describe(self.spec.monoid, job.checkpoint_interval_ms, self.spec.window, self.spec.ttl_ms),
                         job.sink.newest_generation(spark), cores, timeouts=wakes)
@@ -253,54 +280,41 @@ class Plan:
             job.sink.check_fresh_start(spark)
         if isinstance(job.source, Source):
             job.source.check(None if recovery.path is RecoveryPath.SAME_CHECKPOINT else recovery.floor_ms, storage)
-        reports = spark.sparkContext.accumulator({}, Reports())
-        drains = available_now and not SPARK_BOUNDS and _reads_python(job.source)
-        messages = self._messages(spark, recovery.floor_ms, storage, drains)
-        fold, packs = self._crossing(messages, unloaded)
-        results = self._stateful(messages, recovery, directory, storage, reports, fold, early, packs,
-                                 reaches=unloaded is None)
+        return recovery
+
+    def _commit(self, directory: JobDirectory, recovery: Recovery, metrics: JobMetrics | None, closing: list,
+                job_watermark: bool) -> Commit:
+        """What commits each micro-batch on the driver (``persistent.runtime.commit``),
+        handing its progress to the ``metrics`` and ``Job.on_progress``; the source's
+        rewind positions it opens join ``closing``. With ``job_watermark`` (Spark's half
+        loaded), the key groups run with the job's watermark (``Commit.job_watermark``)."""
+        job = self.job
         listeners = tuple(f for f in (metrics.publish if metrics else None, job.on_progress) if f)
         # Only a clock needs rewind positions: a run without checkpoints opens no lookups.
         rewind_positions = (job.source.rewind_positions() if self.checkpoints and isinstance(job.source, Source)
                             else None)
         if rewind_positions is not None:
             closing.append(rewind_positions)
-        commit = Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
-                        self.checkpoints, listeners, rewind_positions=rewind_positions,
-                        whole_every_ms=whole_every_ms(job.checkpoint_interval_ms), job_watermark=unloaded is None)
+        return Commit(directory, recovery, job.sink, self.windowed, self.delivery, self.bad_records,
+                      self.checkpoints, listeners, rewind_positions=rewind_positions,
+                      whole_every_ms=whole_every_ms(job.checkpoint_interval_ms), job_watermark=job_watermark)
+
+    def _writer(self, results, commit: Commit, reports, directory: JobDirectory, folds: bool, available_now: bool,
+                trigger_ms: int | None):
+        """The query's writer: each micro-batch of the key groups' ``results`` to
+        ``commit`` (``_ForeachBatch``, whose ``folds`` says whether the job folds its
+        messages), Spark's checkpoint in ``directory``; with ``available_now``, Spark's
+        available-now trigger, else one every ``trigger_ms`` (Spark's default without)."""
+        job = self.job
         name = f"persistent-{type(job.task).__name__}-{uuid.uuid4().hex[:8]}"
         writer = results.writeStream.queryName(name).foreachBatch(
-            _ForeachBatch(commit, reports, job.dead_letters, folds=fold is not None))
+            _ForeachBatch(commit, reports, job.dead_letters, folds=folds))
         writer = writer.option("checkpointLocation", directory.spark).outputMode("update")
-        if available_now and not drains:
+        if available_now:
             writer = writer.trigger(availableNow=True)
         elif trigger_ms:
             writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
-        # A query takes the session's settings when it starts (and keeps its number of
-        # state partitions in its checkpoint): one shuffle partition per core, Arrow
-        # batches that hold a key group's messages in one chunk, not ten thousand rows at a
-        # time (Spark hands a group's state to Python again with each chunk), and a
-        # micro-batch without data only where it changes something (``wakes_idle_groups``).
-        partitions = recovery.partitions or state_partitions(recovery.key_groups, cores)
-        settings = {"spark.sql.shuffle.partitions": str(partitions),
-                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
-                    NO_DATA_BATCHES: str(wakes).lower()}
-        if _on_local_disk(spark, directory.spark):
-            settings[CHECKPOINT_FILE_MANAGER] = _local_checkpoint_files(spark.version)
-        previous = {name: spark.conf.get(name, None) for name in settings}
-        for name, value in settings.items():
-            spark.conf.set(name, value)
-        try:
-            query = writer.start()
-            _wait_for_sources(query)
-        finally:
-            for name, value in previous.items():
-                if value is None:
-                    spark.conf.unset(name)
-                else:
-                    spark.conf.set(name, value)
-        lease.when_lost(lambda reason: _stop_on_lost(query, reason))
-        return RunningJob(query, recovery, directory, tuple(closing), lease, drains)
+        return writer
 
     def _filesystem(self, spark) -> FileSystem:
         """The driver's file system for the job directory: the one the executors use
@@ -347,7 +361,7 @@ class Plan:
 
     def _checkpoints_early(self, unloaded: str | None) -> bool:
         """Whether the key groups checkpoint at the next micro-batch's watermark
-        (``persistent.runtime.stateful.group_function``): a job with checkpoints whose
+        (``persistent.runtime.stateful.GroupFunction.early``): a job with checkpoints whose
         state the watermark alone does not change, with Spark's half loaded (else
         ``unloaded`` says why not; it sends the groups the micro-batch's newest event time)."""
         if not self.checkpoints or self.watermark_acts_alone:
@@ -388,10 +402,11 @@ class Plan:
         elif packs:
             rows = packed(rows)
         grouped = rows.withColumn(GROUP, _slot(recovery)).groupBy(GROUP)
-        function = group_function(
-            job.task, job.checkpoint_interval_ms, recovery, self.checkpoints, self.bad_records,
-            self.late_records, self.delivery.carries_state(self.windowed), storage, reports, fold,
-            job.watermark_delay_ms if reaches else None, early=early, timeouts=recovery.timeouts,
+        function = GroupFunction(
+            task=job.task, interval_ms=job.checkpoint_interval_ms, recovery=recovery, checkpoints=self.checkpoints,
+            bad_records=self.bad_records, late_records=self.late_records,
+            carries=self.delivery.carries_state(self.windowed), storage=storage, reports=reports, fold=fold,
+            delay_ms=job.watermark_delay_ms if reaches else None, early=early,
         )
         timeout = GroupStateTimeout.EventTimeTimeout if recovery.timeouts else GroupStateTimeout.NoTimeout
         return grouped.applyInPandasWithState(
@@ -446,6 +461,54 @@ def _local_checkpoint_files(spark_version: str) -> str:
     return f"{package}.FileSystemBasedCheckpointFileManager"
 
 
+def _query_settings(spark, directory: JobDirectory, recovery: Recovery, cores: int, wakes: bool) -> dict[str, str]:
+    """The session's settings for the query, which takes them when it starts (and keeps
+    its number of state partitions in its checkpoint): one shuffle partition per core,
+    at most one per key group (``Recovery.partitions``, or ``state_partitions`` for a
+    generation that recorded none), Arrow batches that hold a key group's messages in
+    one chunk, not ten thousand rows at a time (Spark hands a group's state to Python
+    again with each chunk), a micro-batch without data only where it changes something
+    (``wakes``: ``Plan.wakes_idle_groups``), and for a Spark checkpoint on a local
+    disk, Hadoop's ``FileSystem`` (``_local_checkpoint_files``)."""
+    partitions = recovery.partitions or state_partitions(recovery.key_groups, cores)
+    settings = {"spark.sql.shuffle.partitions": str(partitions),
+                "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+                NO_DATA_BATCHES: str(wakes).lower()}
+    if _on_local_disk(spark, directory.spark):
+        settings[CHECKPOINT_FILE_MANAGER] = _local_checkpoint_files(spark.version)
+    return settings
+
+
+@contextlib.contextmanager
+def _session_settings(spark, settings: dict[str, str]) -> Iterator[None]:
+    """Sets ``settings`` in ``spark``'s session for the block; after it, each is again
+    what it was, or unset."""
+    previous = {name: spark.conf.get(name, None) for name in settings}
+    for name, value in settings.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, value)
+
+
+def _load_spark_half(spark, metrics: JobMetrics | None) -> str | None:
+    """Loads Spark's half of the fold into the session (``persistent.runtime.fold.load_extension``)
+    and serves whether it did with the ``metrics``; returns None, or why it could not,
+    which the log says with what that costs."""
+    unloaded = load_extension(spark)
+    if metrics:
+        metrics.started(spark_half=unloaded is None)
+    if unloaded:
+        stderr.line(f"[persistent] the watermark is Spark's, which a source partition behind the others does "
+                    f"not hold back: {unloaded}")
+    return unloaded
+
+
 #: A query's status while it has not made its sources yet (Spark's ``StreamExecution``).
 _INITIALIZING = ("Initializing StreamExecution", "Initializing sources")
 
@@ -495,7 +558,7 @@ class _ForeachBatch:
     def __call__(self, frame, batch_id: int) -> None:
         self.reports.value = {}
         context = frame.sparkSession.sparkContext
-        # What each key group takes for its watermark (run_group), for the tasks of the batch.
+        # What each key group takes for its watermark (GroupFunction), for the tasks of the batch.
         watermark_ms = self.commit.watermark_ms(batch_id)
         if watermark_ms is not None:
             context.setLocalProperty(JOB_WATERMARK_PROPERTY, str(watermark_ms))

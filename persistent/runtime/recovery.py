@@ -156,28 +156,9 @@ def plan(directory: JobDirectory, key_groups: int | None, default_key_groups: in
     Likewise a new Spark checkpoint's query sets event-time timeouts if ``timeouts``
     (``Recovery.timeouts``), and path A keeps what its generation recorded.
     """
-    root, spark = directory.root, directory.spark
     current = directory.read_generation()
-    recorded_state = current.state if current else None
-    if description is not None:
-        description = json.loads(json.dumps(description))  # as recorded: tuples become lists
-    if description is not None and recorded_state not in (None, description):
-        raise RestartRefusedError(
-            f"{root} holds the state of a job with {describe_state(recorded_state)}; this job has "
-            f"{describe_state(description)}. Restart it with the recorded settings, or give it a new "
-            f"checkpoint directory (and a new output) to start over"
-        )
-    state = description or recorded_state
-
-    recorded = current.key_groups if current else None
-    if key_groups is not None and recorded not in (None, key_groups):
-        raise RestartRefusedError(
-            f"{root} was written with key_groups={recorded}, this job has "
-            f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups); to "
-            f"change the number, delete {spark} and start the job with key_groups={key_groups}: it "
-            f"restarts from the clock and re-splits every checkpoint into the new groups "
-            f"(persistent.runtime.rescale)"
-        )
+    state = _state(directory, current, description)
+    recorded = _recorded_key_groups(directory, current, key_groups)
     same_checkpoint = directory.spark_log.started()
     # Path A needs a readable clock as well: every micro-batch advances it.
     record = _read_clock(directory, check=not same_checkpoint)
@@ -185,46 +166,103 @@ def plan(directory: JobDirectory, key_groups: int | None, default_key_groups: in
         recorded = _clock_key_groups(directory, record, key_groups)
     key_groups = key_groups or recorded or default_key_groups
     if key_groups is None:
-        raise RestartRefusedError(f"{root} records no number of key groups: give the job's key_groups")
-    recorded_generation = current.generation if current else 0
+        raise RestartRefusedError(f"{directory.root} records no number of key groups: give the job's key_groups")
     partitions = state_partitions(key_groups, cores)
-    if same_checkpoint and sink_generation is not None and sink_generation > recorded_generation:
+    if same_checkpoint:
+        start = _same_checkpoint(directory, current, key_groups, sink_generation)
+    elif record is None:
+        start = _fresh(directory, key_groups, partitions, timeouts)
+    else:
+        generation = max(current.generation if current else 0, sink_generation or 0) + 1
+        start = _from_clock(directory, record, generation, key_groups, partitions, timeouts)
+    directory.record_generation(start.record(state))
+    return start
+
+
+def _state(directory: JobDirectory, current: Generation | None, description: dict | None) -> dict | None:
+    """What the job's state means, as the start records it: ``description``, else the
+    meaning ``current`` records. A ``description`` other than the recorded one is
+    refused: a checkpoint's buckets and windows mean something else under another
+    window or interval."""
+    recorded = current.state if current else None
+    if description is not None:
+        description = json.loads(json.dumps(description))  # as recorded: tuples become lists
+    if description is not None and recorded not in (None, description):
+        raise RestartRefusedError(
+            f"{directory.root} holds the state of a job with {describe_state(recorded)}; this job has "
+            f"{describe_state(description)}. Restart it with the recorded settings, or give it a new "
+            f"checkpoint directory (and a new output) to start over"
+        )
+    return description or recorded
+
+
+def _recorded_key_groups(directory: JobDirectory, current: Generation | None, key_groups: int | None) -> int | None:
+    """The number of key groups ``current`` records (None: none); an explicit
+    ``key_groups`` must equal it."""
+    recorded = current.key_groups if current else None
+    if key_groups is not None and recorded not in (None, key_groups):
+        raise RestartRefusedError(
+            f"{directory.root} was written with key_groups={recorded}, this job has "
+            f"key_groups={key_groups}: run it with key_groups={recorded} (or without key_groups); to "
+            f"change the number, delete {directory.spark} and start the job with key_groups={key_groups}: it "
+            f"restarts from the clock and re-splits every checkpoint into the new groups "
+            f"(persistent.runtime.rescale)"
+        )
+    return recorded
+
+
+def _same_checkpoint(directory: JobDirectory, current: Generation | None, key_groups: int,
+                     sink_generation: int | None) -> Recovery:
+    """Path A: the recorded generation goes on in Spark's checkpoint, with the state
+    partitions, heartbeats and timeouts it began with. Refused when which generation
+    the checkpoint belongs to cannot be told (the sink holds a newer one), or how it
+    keys its state (no generation file)."""
+    root, spark = directory.root, directory.spark
+    recorded_generation = current.generation if current else 0
+    if sink_generation is not None and sink_generation > recorded_generation:
         raise RestartRefusedError(
             f"the sink holds results of generation {sink_generation}, but {root} records generation "
             f"{recorded_generation}{'' if current else ' (its generation file is missing)'}: which generation "
             f"{spark} belongs to cannot be told. Delete {spark} to restart from the clock, in a "
             f"generation after {sink_generation}"
         )
-    if same_checkpoint:
-        if current is None:
-            raise RestartRefusedError(
-                f"{root}: the generation file is missing, and with it how Spark's checkpoint {spark} "
-                f"keys its state (by key group or by slot, persistent.runtime.layout) cannot be told. Delete "
-                f"{spark} to restart from the clock (path B)"
-            )
-        if current.partitions is not None and not 1 <= current.partitions <= key_groups:
-            raise CorruptCheckpointError(
-                f"{directory.generation_file} is corrupt: its {current.partitions} partitions are not between 1 and "
-                f"its {key_groups} key groups; delete it and {spark} to restart from the clock",
-                directory.generation_file,
-            )
-        # The heartbeats the Spark checkpoint's query reads: also a file when an earlier
-        # version rewrote the record without the field, since only this one writes it.
-        heartbeat_files = current.heartbeat_files or directory.fs.exists(directory.spark_log.heartbeats)
-        start = Recovery(RecoveryPath.SAME_CHECKPOINT, current.generation, current.floor_ms, current.restored,
-                         current.heartbeats, key_groups, current.partitions, heartbeat_files, current.timeouts)
-    elif record is None:
-        _refuse_checkpoints_without_clock(directory)
-        directory.spark_log.delete()
-        directory.delete_input_log()
-        start = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions, timeouts=timeouts)
-    else:
-        directory.spark_log.delete()
-        start = Recovery(RecoveryPath.FROM_CLOCK, max(recorded_generation, sink_generation or 0) + 1,
-                         record.clock_ms, frozenset(map(task_index, record.task_clocks)), key_groups=key_groups,
-                         partitions=partitions, timeouts=timeouts)
-    directory.record_generation(start.record(state))
-    return start
+    if current is None:
+        raise RestartRefusedError(
+            f"{root}: the generation file is missing, and with it how Spark's checkpoint {spark} "
+            f"keys its state (by key group or by slot, persistent.runtime.layout) cannot be told. Delete "
+            f"{spark} to restart from the clock (path B)"
+        )
+    if current.partitions is not None and not 1 <= current.partitions <= key_groups:
+        raise CorruptCheckpointError(
+            f"{directory.generation_file} is corrupt: its {current.partitions} partitions are not between 1 and "
+            f"its {key_groups} key groups; delete it and {spark} to restart from the clock",
+            directory.generation_file,
+        )
+    # The heartbeats the Spark checkpoint's query reads: also a file when an earlier
+    # version rewrote the record without the field, since only this one writes it.
+    heartbeat_files = current.heartbeat_files or directory.fs.exists(directory.spark_log.heartbeats)
+    return Recovery(RecoveryPath.SAME_CHECKPOINT, current.generation, current.floor_ms, current.restored,
+                    current.heartbeats, key_groups, current.partitions, heartbeat_files, current.timeouts)
+
+
+def _fresh(directory: JobDirectory, key_groups: int, partitions: int | None, timeouts: bool) -> Recovery:
+    """A fresh start, without a clock: Spark's checkpoint and the files source's log are
+    deleted and everything starts empty. Checkpoints without the clock are refused."""
+    _refuse_checkpoints_without_clock(directory)
+    directory.spark_log.delete()
+    directory.delete_input_log()
+    return Recovery(RecoveryPath.FRESH, 0, 0, key_groups=key_groups, partitions=partitions, timeouts=timeouts)
+
+
+def _from_clock(directory: JobDirectory, record: ClockRecord, generation: int, key_groups: int,
+                partitions: int | None, timeouts: bool) -> Recovery:
+    """Path B: Spark's checkpoint is deleted, and ``generation`` restores every task of
+    the clock ``record`` from its checkpoint at the clock (``_read_clock`` checked that
+    each exists)."""
+    directory.spark_log.delete()
+    restored = frozenset(map(task_index, record.task_clocks))
+    return Recovery(RecoveryPath.FROM_CLOCK, generation, record.clock_ms, restored, key_groups=key_groups,
+                    partitions=partitions, timeouts=timeouts)
 
 
 def _clock_key_groups(directory: JobDirectory, record: ClockRecord, key_groups: int | None) -> int:

@@ -1,7 +1,7 @@
-"""The key groups' input: the rows ``applyInPandasWithState`` hands ``run_group``.
+"""The key groups' input: the rows ``applyInPandasWithState`` hands ``GroupFunction``.
 
 One schema, both ends. The planner builds a key group's rows with the Spark
-expressions below, and ``run_group`` (``persistent.runtime.stateful``) reads them
+expressions below, and ``GroupFunction`` (``persistent.runtime.stateful``) reads them
 back with ``decode``, which hands ``KeyGroup.apply`` the group's messages, in the
 order it folds them, and the bad records among its rows. Each row says what it is
 in its ``kind`` (``Kind``):
@@ -307,7 +307,7 @@ def timeout_ms(watermark_ms: int) -> int:
     return max(watermark_ms - WATERMARK_LAG_MS - 1, 1)
 
 
-# -- the pandas side: run_group's decoder ------------------------------------------
+# -- the pandas side: GroupFunction's decoder --------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The key groups' function inside ``applyInPandasWithState``: it runs on the executors.
 
 For each key group with messages in a micro-batch (or whose event-time timeout
-fired), Spark calls ``run_group`` with the group's rows (``persistent.runtime.rows``,
+fired), Spark calls ``GroupFunction`` with the group's rows (``persistent.runtime.rows``,
 which decodes them) and its state in Spark's state store. The group's ``KeyGroup``
 (``persistent.runtime.keygroup``) is decoded from that state, restored from its own
 checkpoint (restore by reference, in a generation begun by path B) or started empty;
@@ -19,7 +19,9 @@ from __future__ import annotations
 import gc
 import resource
 import time
+from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -32,14 +34,18 @@ from persistent.runtime.keygroup import Base, KeptCheckpoint, KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
-from persistent.runtime.rows import decode, given_watermark_ms, group_watermark_ms, next_watermark_ms, timeout_ms
+from persistent.runtime.rows import (GroupRows, decode, given_watermark_ms, group_watermark_ms, next_watermark_ms,
+                                     timeout_ms)
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
 from state.checkpoint_store import Written
 from state.errors import StateValueError, StorageError
 
-__all__ = ["group_function", "output_schema", "kept_checkpoint", "RESULT_COLUMNS", "DEAD_LETTERS"]
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+
+__all__ = ["GroupFunction", "output_schema", "kept_checkpoint", "RESULT_COLUMNS", "DEAD_LETTERS"]
 
 #: The columns of a result, each an array in a key group's row.
 RESULT_COLUMNS = ("key", "window_start", "window_end", "value")
@@ -60,113 +66,161 @@ def output_schema(key_type: str, value_type: str) -> str:
             f"value array<{value_type}>, {DEAD_LETTERS} array<string>")
 
 
-def group_function(
-    task: PersistentTask,
-    interval_ms: int,
-    recovery: Recovery,
-    checkpoints: bool,
-    mode: BadRecords,
-    late_records: LateRecords,
-    carries: bool,
-    storage: JobStorage,
-    reports,
-    fold: Fold | None = None,
-    delay_ms: int | None = None,
-    *,
-    early: bool = False,
-    timeouts: bool,
-):
-    """The function ``applyInPandasWithState`` calls per key group: ``task``'s groups,
-    checkpointed every ``interval_ms`` (with ``checkpoints``) into ``storage``, in the
-    generation ``recovery`` began; bad records and late messages handled as ``mode``
-    and ``late_records`` say; the state kept in Spark's state store if it ``carries``
-    over to the next micro-batch; reports added to the accumulator ``reports``; with
-    ``fold``, the rows of a job that folds its messages before the shuffle. With the
-    job's watermark ``delay_ms``, the rows carry each source partition's newest event
-    time (``persistent.runtime.fold.newest_per_group``), a group runs with the job's
-    watermark the driver gives the micro-batch (``rows.given_watermark_ms``) and reports
-    the next micro-batch's (``rows.next_watermark_ms``); ``early``, it checkpoints at
-    that one: every message before it is in this micro-batch or late in the next. With
-    ``timeouts`` (a query of ``GroupStateTimeout.EventTimeTimeout``), a group sets the
-    event-time timeout that wakes it at its next boundary. Only these travel to the
-    executors, not the job (its source and sink stay on the driver)."""
-    floor_ms, restored, key_groups = recovery.floor_ms, recovery.restored, recovery.key_groups
+@dataclass(frozen=True, kw_only=True)
+class GroupFunction:
+    """The function ``applyInPandasWithState`` calls per key group, with what it takes
+    to the executors: only this travels there, not the job (its source and sink stay on
+    the driver). Spark pickles it with the query, and each Python worker calls it with
+    a key group's rows of a micro-batch and the group's state in Spark's state store."""
 
-    def run_group(key, frames, state):
+    #: The job's task, whose key groups these are.
+    task: PersistentTask
+    #: The checkpoint interval: the boundaries a group checkpoints at.
+    interval_ms: int
+    #: The start of the job: the generation's floor, the key groups restored from their
+    #: checkpoint at it, their number, and whether its query sets event-time timeouts.
+    recovery: Recovery
+    #: Whether the groups write checkpoints (``Plan.checkpoints``).
+    checkpoints: bool
+    #: What a group does with a bad record, and with a late message.
+    bad_records: BadRecords
+    late_records: LateRecords
+    #: Whether a group's state carries over to the next micro-batch in Spark's state store.
+    carries: bool
+    #: The job directory the groups write their checkpoints to and restore them from.
+    storage: JobStorage
+    #: The accumulator each group adds its ``GroupReport`` to.
+    reports: Accumulator
+    #: The fold of a job that folds its messages before the shuffle (``persistent.runtime.fold``).
+    fold: Fold | None = None
+    #: The job's watermark delay, where the rows carry each source partition's newest event
+    #: time (``persistent.runtime.fold.newest_per_group``): a group then runs with the
+    #: job's watermark the driver gives the micro-batch (``rows.given_watermark_ms``) and
+    #: reports the next micro-batch's (``rows.next_watermark_ms``).
+    delay_ms: int | None = None
+    #: Whether a group checkpoints at the next micro-batch's watermark: every message
+    #: before it is in this micro-batch or late in the next.
+    early: bool = False
+
+    def __call__(self, key, frames, state):
+        """Runs key group ``key`` (its slot, ``persistent.runtime.layout``) on its rows
+        ``frames`` with its ``state`` in Spark's state store: the group applies the rows,
+        checkpoints if a boundary is due, hands its new state back to Spark and reports.
+        Yields the group's one row, if it has results or dead letters."""
         _freeze_the_libraries()
-        grp = slot_group(int(key[0]), key_groups)
-        if state.exists and carries:
-            read_checkpoint = partial(storage.directory().restore, grp)  # the one the state follows, if any
-            group = KeyGroup.decode(task, interval_ms, floor_ms, state.get[0], read_checkpoint,
-                                    kept_checkpoint(storage.root, grp))
-        elif grp in restored:
-            # Restore by reference: this group's own checkpoint at its generation's floor.
-            group = KeyGroup.recover(task, interval_ms, storage.directory().restore(grp, floor_ms))
-        else:
-            group = KeyGroup(task, interval_ms, floor_ms)
-        applied = replayed = late = 0
-        max_time_ms = -1
-        bad: list[str] = []
-        late_output: list[str] = []
+        grp = slot_group(int(key[0]), self.recovery.key_groups)
+        group = self._group(grp, state)
         spark_ms = state.getCurrentWatermarkMs()
-        watermark_ms = group_watermark_ms(spark_ms, floor_ms, given_watermark_ms())
-        if group.table.sealed_ms > watermark_ms:
-            # A checkpoint taken a micro-batch early at a watermark Spark did not then give:
-            # messages between the two are on time here but missing from the checkpoint.
-            raise StateValueError(
-                f"key group {grp} checkpointed at {group.table.sealed_ms} ms, after this micro-batch's watermark "
-                f"{watermark_ms} ms: stop the job, run persistent rewind {storage.root} --to a clock before "
-                f"{group.table.sealed_ms} ms, then start it again (recovery path B)")
-        rows = decode(frames, fold.values if fold is not None else None)
-        if rows.count:
-            max_time_ms = rows.newest_ms
-            try:
-                outcome = group.apply(rows.messages, mode, watermark_ms, rows.marked, rows.partials)
-                applied, replayed, late = outcome.applied, outcome.replayed, outcome.late_count
-                bad = [record.json() for record in outcome.bad]
-                if late_records is LateRecords.OUTPUT:
-                    late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
-            except BadRecordError as exc:  # with BadRecords.FAIL
-                # The task fails, and with it the Spark job computing the micro-batch, so no
-                # sink writes any of its results; the driver reads the record from the directory.
-                storage.directory().record_failing_record(grp, exc.record)
-                raise
+        watermark_ms = self._watermark_ms(grp, group, spark_ms)
+        rows = decode(frames, self.fold.values if self.fold is not None else None)
+        applied = self._apply(grp, group, rows, watermark_ms)
         next_ms = None
-        if delay_ms is not None and rows.batch_reached_ms is not None:
-            next_ms = next_watermark_ms(watermark_ms, rows.batch_reached_ms, delay_ms)
-        advance_ms = next_ms if early and next_ms is not None else watermark_ms
-        results, checkpoint = group.advance(advance_ms, checkpoints)
-        written, writing_s = Written(0, 0), 0.0
-        if checkpoint:
-            began = time.monotonic()
-            written = _persist(storage.directory(), grp, checkpoint)
-            writing_s = time.monotonic() - began
-            group.checkpointed(Base(checkpoint.time_ms, written.crc))
-            crash_point(CrashPoint.CHECKPOINTS)
-        encoded = b""
-        if carries:
-            encoded = group.encode()
-            state.update((encoded,))
-            crash_point(CrashPoint.GROUP)
-            if timeouts:  # wake this group when the watermark reaches its next boundary, even with no input
-                # Spark's watermark, ahead of the job's while a partition is behind, fires it
-                # early, and takes no timeout before it: the group then wakes as it moves on.
-                state.setTimeoutTimestamp(max(timeout_ms(boundary_after(advance_ms, interval_ms)), spark_ms))
-        reports.add({grp: GroupReport(
-            grp=grp, applied=applied, late=late, replayed=replayed, results=len(results),
-            watermark_ms=watermark_ms, max_time_ms=max_time_ms, state_bytes=len(encoded),
-            bad_records=len(bad), late_records=len(late_output),
+        if self.delay_ms is not None and rows.batch_reached_ms is not None:
+            next_ms = next_watermark_ms(watermark_ms, rows.batch_reached_ms, self.delay_ms)
+        advance_ms = next_ms if self.early and next_ms is not None else watermark_ms
+        results, checkpoint = group.advance(advance_ms, self.checkpoints)
+        written, writing_s = self._checkpoint(grp, group, checkpoint)
+        encoded = self._hand_to_spark(group, state, advance_ms, spark_ms)
+        self.reports.add({grp: GroupReport(
+            grp=grp, applied=applied.applied, late=applied.late, replayed=applied.replayed, results=len(results),
+            watermark_ms=watermark_ms, max_time_ms=rows.newest_ms if rows.count else -1, state_bytes=len(encoded),
+            bad_records=len(applied.bad), late_records=len(applied.late_output),
             checkpoint_ms=checkpoint.time_ms if checkpoint else None, checkpoint_bytes=written.size,
             checkpoint_crc=written.crc, whole_ms=group.table.whole_ms if checkpoint else None,
             checkpoint_seconds=writing_s, folded=rows.folded,
             partials=rows.partial_count, next_watermark_ms=next_ms,
             keys=len(group.table), worker_peak_bytes=peak_resident_bytes(),
         )})
-        dead_letters = bad + late_output
+        dead_letters = applied.bad + applied.late_output
         if len(results) or dead_letters:
             yield _output(results, group.monoid, dead_letters)
 
-    return run_group
+    def _group(self, grp: int, state) -> KeyGroup:
+        """Key group ``grp`` as the micro-batch finds it: decoded from its ``state`` in
+        Spark's state store where it carries over, else restored from its own checkpoint
+        at the generation's floor if the generation restored it, else empty."""
+        floor_ms = self.recovery.floor_ms
+        if state.exists and self.carries:
+            read_checkpoint = partial(self.storage.directory().restore, grp)  # the one the state follows, if any
+            return KeyGroup.decode(self.task, self.interval_ms, floor_ms, state.get[0], read_checkpoint,
+                                   kept_checkpoint(self.storage.root, grp))
+        if grp in self.recovery.restored:
+            # Restore by reference: this group's own checkpoint at its generation's floor.
+            return KeyGroup.recover(self.task, self.interval_ms, self.storage.directory().restore(grp, floor_ms))
+        return KeyGroup(self.task, self.interval_ms, floor_ms)
+
+    def _watermark_ms(self, grp: int, group: KeyGroup, spark_ms: int) -> int:
+        """The job's watermark key group ``grp`` runs with, from Spark's ``spark_ms``
+        (``rows.group_watermark_ms``); a group checkpointed after it is refused."""
+        watermark_ms = group_watermark_ms(spark_ms, self.recovery.floor_ms, given_watermark_ms())
+        if group.table.sealed_ms > watermark_ms:
+            # A checkpoint taken a micro-batch early at a watermark Spark did not then give:
+            # messages between the two are on time here but missing from the checkpoint.
+            raise StateValueError(
+                f"key group {grp} checkpointed at {group.table.sealed_ms} ms, after this micro-batch's watermark "
+                f"{watermark_ms} ms: stop the job, run persistent rewind {self.storage.root} --to a clock before "
+                f"{group.table.sealed_ms} ms, then start it again (recovery path B)")
+        return watermark_ms
+
+    def _apply(self, grp: int, group: KeyGroup, rows: GroupRows, watermark_ms: int) -> _Applied:
+        """Applies the micro-batch's ``rows`` to key group ``grp`` at ``watermark_ms``;
+        a bad record with ``BadRecords.FAIL`` fails the task, written to the job
+        directory for the driver to read."""
+        if not rows.count:
+            return _Applied(0, 0, 0, [], [])
+        try:
+            outcome = group.apply(rows.messages, self.bad_records, watermark_ms, rows.marked, rows.partials)
+        except BadRecordError as exc:
+            # The task fails, and with it the Spark job computing the micro-batch, so no
+            # sink writes any of its results; the driver reads the record from the directory.
+            self.storage.directory().record_failing_record(grp, exc.record)
+            raise
+        bad = [record.json() for record in outcome.bad]
+        late_output = []
+        if self.late_records is LateRecords.OUTPUT:
+            late_output = [record.json() for record in late_messages(outcome.late, watermark_ms)]
+        return _Applied(outcome.applied, outcome.replayed, outcome.late_count, bad, late_output)
+
+    def _checkpoint(self, grp: int, group: KeyGroup, checkpoint: Taken | None) -> tuple[Written, float]:
+        """Writes the ``checkpoint`` key group ``grp`` took, if any, and has the group's
+        state follow it; returns the file's size and CRC32 and the seconds the writing took."""
+        if not checkpoint:
+            return Written(0, 0), 0.0
+        began = time.monotonic()
+        written = _persist(self.storage.directory(), grp, checkpoint)
+        writing_s = time.monotonic() - began
+        group.checkpointed(Base(checkpoint.time_ms, written.crc))
+        crash_point(CrashPoint.CHECKPOINTS)
+        return written, writing_s
+
+    def _hand_to_spark(self, group: KeyGroup, state, advance_ms: int, spark_ms: int) -> bytes:
+        """Hands ``group``'s state to Spark's state store where it carries over, and sets
+        the event-time timeout that wakes the group at its next boundary after
+        ``advance_ms`` (in a query with them, ``Recovery.timeouts``); returns the state's
+        bytes (none where it does not carry over)."""
+        if not self.carries:
+            return b""
+        encoded = group.encode()
+        state.update((encoded,))
+        crash_point(CrashPoint.GROUP)
+        if self.recovery.timeouts:  # wake this group when the watermark reaches its next boundary, even with no input
+            # Spark's watermark, ahead of the job's while a partition is behind, fires it
+            # early, and takes no timeout before it: the group then wakes as it moves on.
+            state.setTimeoutTimestamp(max(timeout_ms(boundary_after(advance_ms, self.interval_ms)), spark_ms))
+        return encoded
+
+
+class _Applied(NamedTuple):
+    """What a key group did with its rows of a micro-batch (``GroupFunction._apply``):
+    its counts, and its bad records and late messages as dead letters (``BadRecord`` JSON)."""
+
+    applied: int
+    replayed: int
+    #: Late messages and late updates (``Applied.late_count``).
+    late: int
+    bad: list[str]
+    #: The late messages written out (``LateRecords.OUTPUT``).
+    late_output: list[str]
 
 
 #: The checkpoints this process decoded (``KeptCheckpoint``), per job directory and key

@@ -1,7 +1,7 @@
 """Job directories written as the Spark runtime writes them, without Spark.
 
 ``JobWriter`` runs micro-batches of messages through the runtime's own key group
-function (``persistent.runtime.stateful.group_function``, with the fakes of
+function (``persistent.runtime.stateful.GroupFunction``, with the fakes of
 ``spark_groups`` for Spark's ``GroupState`` and accumulator): the key groups apply
 their messages, write their due checkpoints and report them as on the executors.
 It then commits each batch from the groups' ``GroupReport``s with the runtime's own
@@ -27,7 +27,7 @@ from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.runtime.commit import Commit
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.reports import GroupReport
-from persistent.runtime.stateful import RESULT_COLUMNS, group_function
+from persistent.runtime.stateful import RESULT_COLUMNS, GroupFunction
 from persistent.sinks.base import BatchId, Sink
 from persistent.runtime.recovery import plan
 from persistent.storage.filesystems import JobStorage
@@ -73,9 +73,9 @@ class JobWriter:
                              whole_every_ms=whole_every_ms(interval_ms))
         self.directory.fs.write_atomic(self.directory.fs.join(self.directory.spark, "offsets", "0"), b"v1")
         self.reports = Accumulator()
-        self.run_group = group_function(task, interval_ms, recovery, checkpoints=True, mode=BadRecords.FAIL,
-                                        late_records=LateRecords.DROP, carries=True, storage=JobStorage(root),
-                                        reports=self.reports, timeouts=True)
+        self.run_group = GroupFunction(task=task, interval_ms=interval_ms, recovery=recovery, checkpoints=True,
+                                       bad_records=BadRecords.FAIL, late_records=LateRecords.DROP, carries=True,
+                                       storage=JobStorage(root), reports=self.reports)
 
     def group_of(self, key: str) -> int:
         """The key group of ``key`` (Spark hashes keys its own way)."""

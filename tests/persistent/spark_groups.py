@@ -18,7 +18,7 @@ from persistent.runtime.rows import (EVENT_TIME, GROUP, JOB_WATERMARK_PROPERTY, 
 
 
 class GroupState:
-    """What ``run_group`` uses of Spark's ``GroupState``: the state's one value, the
+    """What ``GroupFunction`` uses of Spark's ``GroupState``: the state's one value, the
     watermark (``watermark_ms``, the job's), the timeout; without ``timeouts`` (a query
     of ``GroupStateTimeout.NoTimeout``), setting one raises, as Spark's does."""
 

@@ -20,7 +20,7 @@ from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords
 from persistent.examples.count import FoldedCount
 from persistent.runtime.fold import Folding, fold_of
 from persistent.runtime.recovery import Recovery, RecoveryPath
-from persistent.runtime.stateful import group_function
+from persistent.runtime.stateful import GroupFunction
 from persistent.runtime.rows import COUNT, EARLIEST, FOLDED, KEY, PART, TIMESTAMP, VALUE, Partials, decode
 from persistent.storage.filesystems import JobStorage
 from state import NonWindowState, SessionWindow, Window, WindowState
@@ -157,9 +157,10 @@ def test_a_partial_the_monoid_refuses_is_a_bad_record_of_its_own():
 def test_a_folded_groups_function_applies_its_partials_and_reports_their_messages(tmp_path):
     fold, _ = fold_of(FoldedCount(), "bigint")
     reports = Accumulator()
-    run_group = group_function(FoldedCount(), INTERVAL_MS, Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), True,
-                               BadRecords.FAIL, LateRecords.DROP, True, JobStorage(str(tmp_path / "job")), reports,
-                               fold, timeouts=True)
+    run_group = GroupFunction(task=FoldedCount(), interval_ms=INTERVAL_MS,
+                              recovery=Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1), checkpoints=True,
+                              bad_records=BadRecords.FAIL, late_records=LateRecords.DROP, carries=True,
+                              storage=JobStorage(str(tmp_path / "job")), reports=reports, fold=fold)
     rows = frame([("a", 10, 1, 0), ("a", 20, 1, 0), ("b", 130, 1, 1), ("a", 5, 1, 0)])
     (out,) = run_group((0,), iter([spark_fold(rows, fold, watermark_ms=8, floor_ms=0)]), GroupState(watermark_ms=8))
     assert dict(zip(out["key"][0], out["value"][0])) == {"a": 2, "b": 1}

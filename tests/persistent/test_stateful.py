@@ -23,7 +23,7 @@ from persistent.core.faults import CrashPoint
 from persistent.runtime import stateful
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import Kind
-from persistent.runtime.stateful import DEAD_LETTERS, group_function, peak_resident_bytes
+from persistent.runtime.stateful import DEAD_LETTERS, GroupFunction, peak_resident_bytes
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from persistent.runtime.recovery import Recovery, RecoveryPath
@@ -72,16 +72,16 @@ FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=1)
 
 def key_group(storage: JobStorage, task: PersistentTask | None = None, recovery: Recovery = FRESH,
               mode: BadRecords = BadRecords.FAIL, late_records: LateRecords = LateRecords.DROP,
-              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True, delay_ms: int | None = None,
-              timeouts: bool = True):
-    """``run_group`` of a job of one key group (counting its messages unless ``task`` is
-    given), checkpointed every ``interval_ms`` into ``storage`` (with ``checkpoints``;
-    with ``delay_ms``, at the next micro-batch's watermark), woken by event-time
-    timeouts if ``timeouts``; and the accumulator of its reports."""
+              carries: bool = True, interval_ms: int = 100, checkpoints: bool = True, delay_ms: int | None = None):
+    """The key groups' function (``GroupFunction``) of a job of one key group (counting
+    its messages unless ``task`` is given), checkpointed every ``interval_ms`` into
+    ``storage`` (with ``checkpoints``; with ``delay_ms``, at the next micro-batch's
+    watermark), woken by event-time timeouts if ``recovery`` says; and the accumulator
+    of its reports."""
     reports = Accumulator()
-    run_group = group_function(task or VectorizedCount(), interval_ms, recovery, checkpoints, mode, late_records,
-                               carries, storage, reports, delay_ms=delay_ms, early=delay_ms is not None,
-                               timeouts=timeouts)
+    run_group = GroupFunction(task=task or VectorizedCount(), interval_ms=interval_ms, recovery=recovery,
+                              checkpoints=checkpoints, bad_records=mode, late_records=late_records, carries=carries,
+                              storage=storage, reports=reports, delay_ms=delay_ms, early=delay_ms is not None)
     return run_group, reports
 
 
@@ -294,7 +294,7 @@ def test_a_group_of_a_query_without_timeouts_sets_none_and_checkpoints_as_one_wi
     seen = []
     for timeouts in (True, False):
         storage = JobStorage(str(tmp_path / f"job-{timeouts}"))
-        run_group, reports = key_group(storage, delay_ms=10, timeouts=timeouts)
+        run_group, reports = key_group(storage, recovery=dataclasses.replace(FRESH, timeouts=timeouts), delay_ms=10)
         state = GroupState(watermark_ms=50, timeouts=timeouts)
         (out,) = run_group((0,), iter([rows(["a", "b"], 60), newest]), state)
         seen.append((totals(out), reports.value[0].checkpoint_ms, state.timeout_ms is not None))
