@@ -48,8 +48,8 @@ Every operation replaces the columns with new arrays and never writes into them,
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
 
 Hashing the keys is most of a batch's cost, so the table hashes them about once per
-batch: an update factorizes the table's keys with the batch's (``factorize_keys``), and
-the table keeps the key codes it gets (``_codes``, one per row). Folding rows, reading
+batch: an update factorizes the table's keys with the batch's (``state.key_codes``),
+and the table keeps the key codes it gets (``_codes``, one per row). Folding rows, reading
 totals, sealing and expiring work on those codes; an operation that drops or reorders
 rows renumbers them as integers. Codes follow the rule of the columns: replaced, never
 written into. Without a window the table also marks the rows that updates folded
@@ -73,9 +73,10 @@ from state import codec
 from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
+from state.key_codes import factorize_keys, first_rows
 from state.window import SessionWindow, Window, bucket_ms, window_from
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe", "check_ttl_ms", "factorize_keys"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe", "check_ttl_ms"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
@@ -98,29 +99,6 @@ class WindowResults:
 
     def __len__(self) -> int:
         return len(self.keys)
-
-
-def factorize_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(keys, use_na_sentinel=False)``: codes numbered by first appearance,
-    a null key (``None``, NaN) a key like any other. Without nulls, which is the usual
-    case, pandas' default path gives the same and skips its scan for nulls of an object
-    array first, a third of the time."""
-    codes, unique_keys = pd.factorize(keys)
-    if len(codes) and codes.min() < 0:
-        return pd.factorize(keys, use_na_sentinel=False)
-    return codes, unique_keys
-
-
-def _first_rows(codes: np.ndarray) -> np.ndarray:
-    """Index of the first row of each code, for codes numbered by first appearance: the
-    rows whose code is above every code before them (no sort)."""
-    if not len(codes):
-        return np.empty(0, dtype=np.intp)
-    highest = np.maximum.accumulate(codes)
-    new = np.empty(len(codes), dtype=bool)
-    new[0] = True
-    np.greater(highest[1:], highest[:-1], out=new[1:])
-    return np.flatnonzero(new)
 
 
 def describe(
@@ -293,7 +271,7 @@ class KeyedTable:
         """The keys of the rows from ``start`` on, once each in order of appearance, as
         ``keys`` first holds them; ``codes`` are ``factorize_keys(keys)[0]``, so no key is
         hashed again."""
-        return keys[_first_rows(codes)[pd.unique(codes[start:])]]
+        return keys[first_rows(codes)[pd.unique(codes[start:])]]
 
     def _replace_rows(self, keys: np.ndarray, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray,
                       times: np.ndarray | None, touched: np.ndarray | None) -> None:
@@ -302,7 +280,7 @@ class KeyedTable:
         ``times`` and ``touched`` are the rows' columns (None for a table without them)."""
         bucket_codes, unique_buckets = pd.factorize(buckets)
         pair_codes, _ = pd.factorize(codes.astype(np.int64) * len(unique_buckets) + bucket_codes)
-        first = _first_rows(pair_codes)
+        first = first_rows(pair_codes)
         self.values = self.monoid.reduce_by_key(pair_codes, len(first), values)
         self.keys = keys[first]
         self.buckets = buckets[first]
@@ -372,7 +350,7 @@ class KeyedTable:
         """``(keys, values)``: each key's fold over ``rows``, in the order the rows hold the
         keys; ``codes`` are the rows' key codes numbered by first appearance, if known."""
         codes = self._codes_of(rows) if codes is None else codes
-        first = _first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
+        first = first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
         keys = self.keys[rows][first].astype(object, copy=False)
         return keys, self.monoid.reduce_by_key(codes, len(first), self.values[rows])
 
@@ -495,7 +473,7 @@ class KeyedTable:
         # A checkpoint holds each key once: its rows are the first codes, in order.
         last = np.zeros(codes.max(initial=-1) + 1, dtype=np.intp)
         np.maximum.at(last, codes, np.arange(len(codes)))
-        self.keys = keys[_first_rows(codes)]
+        self.keys = keys[first_rows(codes)]
         self.values = np.concatenate([self.values, *(one.values for one in changes)])[last]
         self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
         self._codes = None
