@@ -24,12 +24,11 @@ window, buckets are the window's panes; closed windows are emitted by
 ``close_windows`` and panes no window can need again are pruned at each checkpoint,
 so memory stays bounded.
 
-Without a window a table may expire keys (``ttl_ms``): it then keeps a fourth
-column, ``times``, the newest message time of each row, and ``expire(watermark_ms)``
-drops every key whose newest message is more than ``ttl_ms`` behind the watermark.
-A message more than ``ttl_ms`` after its key's previous one starts the key from
-``zero()`` (``update``), however the messages are batched; expiry only drops keys
-that any message still accepted would start from zero.
+Without a window a table may expire keys (``ttl_ms``, by the rules of
+``state.expiry``): it then keeps a fourth column, ``times``, the newest message time
+of each row. A message more than ``ttl_ms`` after its key's previous one starts the
+key from ``zero()`` (``update``), and ``expire(watermark_ms)`` drops every key whose
+newest message is more than ``ttl_ms`` behind the watermark.
 
 Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
@@ -73,10 +72,11 @@ from state import codec
 from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
+from state.expiry import check_ttl_ms, restarts
 from state.key_codes import factorize_keys, first_rows
 from state.window import SessionWindow, Window, bucket_ms, window_from
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe", "check_ttl_ms"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
@@ -113,13 +113,6 @@ def describe(
     if ttl_ms is not None:
         description["ttl_ms"] = ttl_ms
     return description
-
-
-def check_ttl_ms(ttl_ms: object, where: str) -> int:
-    """``ttl_ms`` if it is a positive int of milliseconds, else ``StateValueError`` naming ``where``."""
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
-        raise StateValueError(f"{where}: ttl_ms must be an int of milliseconds > 0, got {ttl_ms!r}")
-    return ttl_ms
 
 
 class KeyedTable:
@@ -236,34 +229,16 @@ class KeyedTable:
         return self._distinct_keys(all_keys, codes, table_rows)
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
-        """Starts from ``zero()`` each key that a message of the batch restarts: one more
-        than ``ttl_ms`` after the key's previous message, in time order (the key's newest
-        time in the table for its oldest message of the batch). Drops such a key's rows and
-        returns which messages to apply: those from its last restart on.
+        """Starts from ``zero()`` each key that a message of the batch restarts
+        (``state.expiry.restarts``): drops such a key's rows and returns which messages
+        to apply, those from its last restart on.
 
-        How the messages are cut into batches cannot change this. A restart may drop rows
-        the pending checkpoint would hold, but every replay from that checkpoint meets the
-        restarting message again, and drops whatever it rebuilt of the key before it."""
-        table_rows = len(self.keys)
-        codes, unique_keys = factorize_keys(np.concatenate([self.keys, keys.astype(object, copy=False)]))
-        table_codes, codes = codes[:table_rows], codes[table_rows:]
-        newest = np.full(len(unique_keys), -1, dtype=np.int64)  # -1: not in the table
-        np.maximum.at(newest, table_codes, self.times)
-        order = np.lexsort((timestamps_ms, codes))
-        codes, times = codes[order], timestamps_ms[order]
-        previous = np.empty_like(times)
-        previous[1:] = times[:-1]
-        oldest_of_key = np.ones(len(codes), dtype=bool)
-        oldest_of_key[1:] = codes[1:] != codes[:-1]
-        previous[oldest_of_key] = newest[codes[oldest_of_key]]
-        restarts = (previous >= 0) & (times - previous > self.ttl_ms)
-        last_restart = np.full(len(unique_keys), -1)
-        np.maximum.at(last_restart, codes[restarts], np.flatnonzero(restarts))
-        if not restarts.any():
-            return np.ones(len(keys), dtype=bool)
-        self._keep(last_restart[table_codes] < 0)
-        fresh = np.empty(len(keys), dtype=bool)
-        fresh[order] = np.arange(len(codes)) >= last_restart[codes]
+        A restart may drop rows the pending checkpoint would hold, but every replay from
+        that checkpoint meets the restarting message again, and drops whatever it rebuilt
+        of the key before it."""
+        kept, fresh = restarts(self.keys, self.times, keys, timestamps_ms, self.ttl_ms)
+        if kept is not None:
+            self._keep(kept)
         return fresh
 
     @staticmethod
