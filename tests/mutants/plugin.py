@@ -29,6 +29,7 @@ TESTS = {
     "state.table": ("tests/state/",),
     "state.key_codes": ("tests/state/",),
     "state.expiry": ("tests/state/",),
+    "state.table_format": ("tests/state/",),
     "state.sessions": ("tests/state/",),
     "state.checkpoint_store": ("tests/state/",),
     "state.clock_store": ("tests/state/",),

@@ -22,7 +22,8 @@ from state import codec
 from state.errors import CorruptCheckpointError, StateValueError
 from state.sessions import SessionTable
 from state.key_codes import factorize_keys
-from state.table import COMMITTED, KeyedTable, describe
+from state.table import COMMITTED, KeyedTable
+from state.table_format import describe
 from state.tables import decode_table, read_table
 from state.window import SessionWindow, Window
 
