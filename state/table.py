@@ -47,9 +47,9 @@ Hashing the keys is most of a batch's cost, so the table hashes them about once 
 batch: an update factorizes the table's keys with the batch's (``state.key_codes``),
 and the table keeps the key codes it gets (``_codes``, one per row). Folding rows,
 reading totals, sealing and expiring work on those codes; an operation that drops or
-reorders rows renumbers them as integers. Codes follow the rule of the columns: replaced, never
-written into. Without a window the table also marks the rows that updates folded
-messages into (``_touched``), so the totals of the keys a batch touched
+reorders rows renumbers them as integers. Codes follow the rule of the columns:
+replaced, never written into. Without a window the table also marks the rows that
+updates folded messages into (``_touched``), so the totals of the keys a batch touched
 (``take_touched_totals``) need no key hashed either. Neither is encoded: decoded bytes
 start without codes (computed when first needed) and with nothing touched.
 """
