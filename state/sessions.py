@@ -32,7 +32,8 @@ import pandas as pd
 
 from monoids.base import Monoid
 from state.checkpoint_store import check_time_ms
-from state.table import KeyedTable, WindowResults, factorize_keys
+from state.key_codes import factorize_keys
+from state.table import KeyedTable, WindowResults
 from state.window import SessionWindow
 
 __all__ = ["SessionTable"]

@@ -24,36 +24,32 @@ window, buckets are the window's panes; closed windows are emitted by
 ``close_windows`` and panes no window can need again are pruned at each checkpoint,
 so memory stays bounded.
 
-Without a window a table may expire keys (``ttl_ms``): it then keeps a fourth
-column, ``times``, the newest message time of each row, and ``expire(watermark_ms)``
-drops every key whose newest message is more than ``ttl_ms`` behind the watermark.
-A message more than ``ttl_ms`` after its key's previous one starts the key from
-``zero()`` (``update``), however the messages are batched; expiry only drops keys
-that any message still accepted would start from zero.
+Without a window a table may expire keys (``ttl_ms``, by the rules of
+``state.expiry``): it then keeps a fourth column, ``times``, the newest message time
+of each row. A message more than ``ttl_ms`` after its key's previous one starts the
+key from ``zero()`` (``update``), and ``expire(watermark_ms)`` drops every key whose
+newest message is more than ``ttl_ms`` behind the watermark.
 
 Messages with a timestamp before ``sealed_ms`` (the last checkpoint, or the last
 watermark that closed windows) are *late*: they are counted, never applied, because
 the results they would change are already published.
 
-The encoding (format 3) also names the monoid (``Monoid.identity()``), the window,
-the checkpoint interval and the ``ttl_ms``, so ``state.tables.read_table`` decodes a
-checkpoint without the task that wrote it, and holds the ``times`` (empty without a
-``ttl_ms``). ``state.tables.decode_table`` still reads format 2, which had no
-``times`` (a table without ``ttl_ms`` only), and format 1, which named nothing. Bytes
-are read in two steps: ``TableBytes`` splits and checks them and names their
-settings, then fills a new table that the caller chose for those settings
-(``state.tables.table_for``: this module does not know the kinds built on it).
+A table is encoded in the format of ``state.table_format`` (``encode``,
+``checkpoint``, ``checkpoint_changes``, ``encode_since_checkpoint``), which names its
+monoid, window, checkpoint interval and ``ttl_ms``; ``recover`` reads a checkpoint
+back into the table, and ``state.tables`` decodes bytes into a new table of the kind
+they need (this module does not know the kinds built on ``KeyedTable``).
 
 Every operation replaces the columns with new arrays and never writes into them, so
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
 
 Hashing the keys is most of a batch's cost, so the table hashes them about once per
-batch: an update factorizes the table's keys with the batch's (``factorize_keys``), and
-the table keeps the key codes it gets (``_codes``, one per row). Folding rows, reading
-totals, sealing and expiring work on those codes; an operation that drops or reorders
-rows renumbers them as integers. Codes follow the rule of the columns: replaced, never
-written into. Without a window the table also marks the rows that updates folded
-messages into (``_touched``), so the totals of the keys a batch touched
+batch: an update factorizes the table's keys with the batch's (``state.key_codes``),
+and the table keeps the key codes it gets (``_codes``, one per row). Folding rows,
+reading totals, sealing and expiring work on those codes; an operation that drops or
+reorders rows renumbers them as integers. Codes follow the rule of the columns:
+replaced, never written into. Without a window the table also marks the rows that
+updates folded messages into (``_touched``), so the totals of the keys a batch touched
 (``take_touched_totals``) need no key hashed either. Neither is encoded: decoded bytes
 start without codes (computed when first needed) and with nothing touched.
 """
@@ -61,30 +57,24 @@ start without codes (computed when first needed) and with nothing touched.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from monoids import Monoid, MonoidError, from_identity
-from state import codec
+from monoids import Monoid
 from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
-from state.window import SessionWindow, Window, bucket_ms, window_from
+from state.expiry import check_ttl_ms, restarts
+from state.key_codes import factorize_keys, first_rows
+from state.table_format import TableBytes, encode_rows
+from state.window import SessionWindow, Window, bucket_ms
 
-__all__ = ["KeyedTable", "COMMITTED", "WindowResults", "TableBytes", "describe", "check_ttl_ms", "factorize_keys"]
+__all__ = ["KeyedTable", "COMMITTED", "WindowResults"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
-
-_MAGIC = b"PKTB"
-_VERSION = 3
-#: Sections per readable format version: meta, keys, buckets, values (from 2 the
-#: description, from 3 the times).
-_SECTIONS = {1: 4, 2: 5, 3: 6}
 
 
 @dataclass(frozen=True)
@@ -98,50 +88,6 @@ class WindowResults:
 
     def __len__(self) -> int:
         return len(self.keys)
-
-
-def factorize_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(keys, use_na_sentinel=False)``: codes numbered by first appearance,
-    a null key (``None``, NaN) a key like any other. Without nulls, which is the usual
-    case, pandas' default path gives the same and skips its scan for nulls of an object
-    array first, a third of the time."""
-    codes, unique_keys = pd.factorize(keys)
-    if len(codes) and codes.min() < 0:
-        return pd.factorize(keys, use_na_sentinel=False)
-    return codes, unique_keys
-
-
-def _first_rows(codes: np.ndarray) -> np.ndarray:
-    """Index of the first row of each code, for codes numbered by first appearance: the
-    rows whose code is above every code before them (no sort)."""
-    if not len(codes):
-        return np.empty(0, dtype=np.intp)
-    highest = np.maximum.accumulate(codes)
-    new = np.empty(len(codes), dtype=bool)
-    new[0] = True
-    np.greater(highest[1:], highest[:-1], out=new[1:])
-    return np.flatnonzero(new)
-
-
-def describe(
-    monoid: Monoid, interval_ms: int, window: Window | SessionWindow | None, ttl_ms: int | None = None
-) -> dict:
-    """What a table's bytes mean, as JSON data: the monoid (``Monoid.identity``), the
-    window, the checkpoint interval and, for a table that expires keys, ``ttl_ms``.
-    Tables encode it (from format 2), and a job directory records it, so a job with other
-    settings does not read its state. Without a ``ttl_ms`` the record has no such entry
-    and equals those written before keys could expire."""
-    description = {"monoid": monoid.identity(), "window": window and window.describe(), "interval_ms": interval_ms}
-    if ttl_ms is not None:
-        description["ttl_ms"] = ttl_ms
-    return description
-
-
-def check_ttl_ms(ttl_ms: object, where: str) -> int:
-    """``ttl_ms`` if it is a positive int of milliseconds, else ``StateValueError`` naming ``where``."""
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
-        raise StateValueError(f"{where}: ttl_ms must be an int of milliseconds > 0, got {ttl_ms!r}")
-    return ttl_ms
 
 
 class KeyedTable:
@@ -258,34 +204,16 @@ class KeyedTable:
         return self._distinct_keys(all_keys, codes, table_rows)
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
-        """Starts from ``zero()`` each key that a message of the batch restarts: one more
-        than ``ttl_ms`` after the key's previous message, in time order (the key's newest
-        time in the table for its oldest message of the batch). Drops such a key's rows and
-        returns which messages to apply: those from its last restart on.
+        """Starts from ``zero()`` each key that a message of the batch restarts
+        (``state.expiry.restarts``): drops such a key's rows and returns which messages
+        to apply, those from its last restart on.
 
-        How the messages are cut into batches cannot change this. A restart may drop rows
-        the pending checkpoint would hold, but every replay from that checkpoint meets the
-        restarting message again, and drops whatever it rebuilt of the key before it."""
-        table_rows = len(self.keys)
-        codes, unique_keys = factorize_keys(np.concatenate([self.keys, keys.astype(object, copy=False)]))
-        table_codes, codes = codes[:table_rows], codes[table_rows:]
-        newest = np.full(len(unique_keys), -1, dtype=np.int64)  # -1: not in the table
-        np.maximum.at(newest, table_codes, self.times)
-        order = np.lexsort((timestamps_ms, codes))
-        codes, times = codes[order], timestamps_ms[order]
-        previous = np.empty_like(times)
-        previous[1:] = times[:-1]
-        oldest_of_key = np.ones(len(codes), dtype=bool)
-        oldest_of_key[1:] = codes[1:] != codes[:-1]
-        previous[oldest_of_key] = newest[codes[oldest_of_key]]
-        restarts = (previous >= 0) & (times - previous > self.ttl_ms)
-        last_restart = np.full(len(unique_keys), -1)
-        np.maximum.at(last_restart, codes[restarts], np.flatnonzero(restarts))
-        if not restarts.any():
-            return np.ones(len(keys), dtype=bool)
-        self._keep(last_restart[table_codes] < 0)
-        fresh = np.empty(len(keys), dtype=bool)
-        fresh[order] = np.arange(len(codes)) >= last_restart[codes]
+        A restart may drop rows the pending checkpoint would hold, but every replay from
+        that checkpoint meets the restarting message again, and drops whatever it rebuilt
+        of the key before it."""
+        kept, fresh = restarts(self.keys, self.times, keys, timestamps_ms, self.ttl_ms)
+        if kept is not None:
+            self._keep(kept)
         return fresh
 
     @staticmethod
@@ -293,7 +221,7 @@ class KeyedTable:
         """The keys of the rows from ``start`` on, once each in order of appearance, as
         ``keys`` first holds them; ``codes`` are ``factorize_keys(keys)[0]``, so no key is
         hashed again."""
-        return keys[_first_rows(codes)[pd.unique(codes[start:])]]
+        return keys[first_rows(codes)[pd.unique(codes[start:])]]
 
     def _replace_rows(self, keys: np.ndarray, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray,
                       times: np.ndarray | None, touched: np.ndarray | None) -> None:
@@ -302,7 +230,7 @@ class KeyedTable:
         ``times`` and ``touched`` are the rows' columns (None for a table without them)."""
         bucket_codes, unique_buckets = pd.factorize(buckets)
         pair_codes, _ = pd.factorize(codes.astype(np.int64) * len(unique_buckets) + bucket_codes)
-        first = _first_rows(pair_codes)
+        first = first_rows(pair_codes)
         self.values = self.monoid.reduce_by_key(pair_codes, len(first), values)
         self.keys = keys[first]
         self.buckets = buckets[first]
@@ -372,7 +300,7 @@ class KeyedTable:
         """``(keys, values)``: each key's fold over ``rows``, in the order the rows hold the
         keys; ``codes`` are the rows' key codes numbered by first appearance, if known."""
         codes = self._codes_of(rows) if codes is None else codes
-        first = _first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
+        first = first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
         keys = self.keys[rows][first].astype(object, copy=False)
         return keys, self.monoid.reduce_by_key(codes, len(first), self.values[rows])
 
@@ -446,7 +374,7 @@ class KeyedTable:
         """Encodes the state at ``timestamp_ms`` (rows before it) and seals it."""
         self.seal(timestamp_ms)
         self.whole_ms, self.chain_rows = timestamp_ms, 0
-        return self._encode(self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
+        return encode_rows(self, self.buckets < timestamp_ms, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
     @property
     def keeps_changes(self) -> bool:
@@ -472,7 +400,7 @@ class KeyedTable:
         self.seal(timestamp_ms)
         rows = (self.buckets == COMMITTED) & changed[self._key_codes()]
         self.chain_rows += int(rows.sum())
-        return self._encode(rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
+        return encode_rows(self, rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
     def roll_forward(self, *changes: KeyedTable) -> None:
         """Makes this table, a checkpoint, the one ``changes`` lead to: each is the
@@ -495,7 +423,7 @@ class KeyedTable:
         # A checkpoint holds each key once: its rows are the first codes, in order.
         last = np.zeros(codes.max(initial=-1) + 1, dtype=np.intp)
         np.maximum.at(last, codes, np.arange(len(codes)))
-        self.keys = keys[_first_rows(codes)]
+        self.keys = keys[first_rows(codes)]
         self.values = np.concatenate([self.values, *(one.values for one in changes)])[last]
         self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
         self._codes = None
@@ -603,7 +531,7 @@ class KeyedTable:
         """The rows the last checkpoint does not hold (buckets from ``checkpoint_ms`` on)
         and the table's counters, in ``encode``'s format: with that checkpoint's bytes,
         ``follow`` makes this table again (``follows_checkpoints`` says when)."""
-        return self._encode(self.buckets >= self.checkpoint_ms, self.checkpoint_ms, self.emitted_ms)
+        return encode_rows(self, self.buckets >= self.checkpoint_ms, self.checkpoint_ms, self.emitted_ms)
 
     def follow(self, since: KeyedTable) -> None:
         """Adds the rows of ``since`` (the decoded ``encode_since_checkpoint`` of a table
@@ -635,111 +563,4 @@ class KeyedTable:
 
     def encode(self) -> bytes:
         """The whole table, including rows after the last checkpoint and the counters."""
-        return self._encode(np.ones(len(self.keys), dtype=bool), self.checkpoint_ms, self.emitted_ms)
-
-    def _encode(self, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
-        meta = np.array([checkpoint_ms, emitted_ms, self.late_count, self.bucket_ms], dtype=np.int64)
-        description = describe(self.monoid, self.interval_ms, self.window, self.ttl_ms)
-        times = self.times[rows] if self.times is not None else np.empty(0, np.int64)
-        return codec.pack(
-            _MAGIC,
-            _VERSION,
-            [
-                codec.ints_to_bytes(meta),
-                codec.keys_to_bytes(self.keys[rows]),
-                codec.ints_to_bytes(self.buckets[rows]),
-                self.monoid.encode_column(self.values[rows]),
-                json.dumps(description, sort_keys=True).encode(),
-                codec.ints_to_bytes(times),
-            ],
-        )
-
-
-@dataclass(frozen=True)
-class TableBytes:
-    """The bytes of ``KeyedTable.encode`` (or ``checkpoint``) split into their sections
-    and checked, not yet decoded: what they name (``settings``) and how they ``fill`` a
-    new table."""
-
-    version: int
-    sections: list[bytes]
-    #: What the bytes are, for messages ("checkpoint at 200").
-    what: str
-
-    @classmethod
-    def of(cls, data: bytes, what: str = "table") -> TableBytes:
-        """The sections of ``data``; ``CorruptCheckpointError`` naming ``what`` if damaged."""
-        version, sections = codec.unpack(_MAGIC, _SECTIONS, data, what)
-        if (len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8
-                or (version >= 3 and len(sections[5]) % 8)):
-            raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
-        return cls(version, sections, what)
-
-    def settings(self) -> tuple[Monoid, int, Window | SessionWindow | None, int | None]:
-        """``(monoid, interval_ms, window, ttl_ms)``, as the bytes name them.
-
-        The monoid is rebuilt with ``monoids.from_identity``: one defined outside
-        ``monoids`` must be imported first. Raises ``CorruptCheckpointError`` for an
-        unreadable description and ``StateValueError`` when the monoid cannot be rebuilt
-        or the bytes are of format 1, which does not name its monoid.
-        """
-        what = self.what
-        if self.version == 1:
-            raise StateValueError(
-                f"{what} is in table format 1, which does not name its monoid; decode it with the "
-                "task's monoid and window (state.tables.decode_table)"
-            )
-        try:
-            description = json.loads(self.sections[4])
-            identity, interval_ms = description["monoid"], check_interval_ms(description["interval_ms"])
-            window = window_from(description["window"])
-            ttl_ms = description.get("ttl_ms")
-            if ttl_ms is not None:
-                check_ttl_ms(ttl_ms, "the description")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptCheckpointError(f"{what}: the description of the table is unreadable ({exc!r})") from exc
-        try:
-            monoid = from_identity(identity)
-        except MonoidError as exc:
-            raise StateValueError(f"{what}: {exc}") from exc
-        return monoid, interval_ms, window, ttl_ms
-
-    def fill(self, table: KeyedTable) -> KeyedTable:
-        """``table`` holding the rows and counters of the bytes; returns it.
-
-        ``table`` is new, of the monoid, window, interval and ``ttl_ms`` to read the
-        bytes with (its ``ttl_ms`` needs bytes that hold times: see
-        ``state.tables.decode_table``)."""
-        what, sections = self.what, self.sections
-        meta, keys, buckets, values = sections[:4]
-        checkpoint_ms, emitted_ms, late_count, bucket_ms = codec.ints_from_bytes(meta).tolist()
-        if bucket_ms != table.bucket_ms:
-            raise CorruptCheckpointError(
-                f"{what}: written with {bucket_ms} ms buckets, this task uses {table.bucket_ms} ms "
-                "(the window or checkpoint interval changed)"
-            )
-        try:
-            table.keys = np.asarray(codec.keys_from_bytes(keys), dtype=object)
-        except (ValueError, pa.ArrowException) as exc:
-            raise CorruptCheckpointError(f"{what}: the keys are unreadable ({exc})") from exc
-        table.buckets = codec.ints_from_bytes(buckets)
-        try:
-            table.values = table.monoid.decode_column(values)
-        except MonoidError as exc:
-            raise CorruptCheckpointError(f"{what}: {exc}") from exc
-        if not len(table.keys) == len(table.buckets) == len(table.values):
-            raise CorruptCheckpointError(f"{what}: columns differ in length")
-        if table.times is not None:
-            table.times = codec.ints_from_bytes(sections[5]) if len(sections) > 5 else np.empty(0, np.int64)
-            if len(table.times) != len(table.keys) and not len(table.times) and table.ttl_ms is not None:
-                raise StateValueError(
-                    f"{what} holds no message times for its {len(table.keys)} rows: it was written without "
-                    f"ttl_ms, and cannot be read with ttl_ms={table.ttl_ms}"
-                )
-            if len(table.times) != len(table.keys):
-                raise CorruptCheckpointError(f"{what}: columns differ in length")
-        table._codes = None
-        if table._touched is not None:
-            table._touched = np.zeros(len(table.keys), dtype=bool)
-        table.checkpoint_ms, table.emitted_ms, table.late_count = checkpoint_ms, emitted_ms, late_count
-        return table
+        return encode_rows(self, np.ones(len(self.keys), dtype=bool), self.checkpoint_ms, self.emitted_ms)

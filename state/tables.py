@@ -17,7 +17,8 @@ from monoids.base import Monoid
 from state.checkpoint_store import Stored
 from state.errors import CorruptCheckpointError, StateValueError
 from state.sessions import SessionTable
-from state.table import KeyedTable, TableBytes
+from state.table import KeyedTable
+from state.table_format import TableBytes
 from state.window import SessionWindow, Window
 
 __all__ = ["table_for", "decode_table", "read_table", "chain_table"]

@@ -106,7 +106,7 @@ from persistent.storage.lease import JobLease
 from state.errors import StorageError
 from state.fs import FileSystem
 from state.persistent_state import PersistentState
-from state.table import describe
+from state.table_format import describe
 from state.window import bucket_ms
 
 if TYPE_CHECKING:  # the job module imports this one

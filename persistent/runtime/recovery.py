@@ -110,7 +110,7 @@ class Recovery:
 
 
 def describe_state(description: dict) -> str:
-    """``state.table.describe``'s record in words, for messages."""
+    """``state.table_format.describe``'s record in words, for messages."""
     window = description.get("window")
     if not window:
         shape = "no window"
@@ -137,7 +137,7 @@ def plan(directory: JobDirectory, key_groups: int | None, default_key_groups: in
     Without the generation file (a directory copied with ``clock/`` and
     ``checkpoints/`` only), the number is the one the clock's tasks name.
 
-    ``description`` says what the job's state means (``state.table.describe``:
+    ``description`` says what the job's state means (``state.table_format.describe``:
     monoid, window, checkpoint interval). The directory records it, and a restart
     with another one is refused before anything runs: a checkpoint's buckets and
     windows mean something else under another window or interval.

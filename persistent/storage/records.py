@@ -111,7 +111,7 @@ class Generation(Record):
     restored: frozenset[int] = frozenset()
     #: ``Recovery.heartbeats``; False in records written before heartbeats existed.
     heartbeats: bool = False
-    #: What the state means (``state.table.describe``); None if unrecorded.
+    #: What the state means (``state.table_format.describe``); None if unrecorded.
     state: dict | None = None
     #: ``Recovery.partitions``; None in records written before it existed.
     partitions: int | None = None

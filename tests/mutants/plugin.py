@@ -27,6 +27,9 @@ from mutmut.utils.format_utils import get_module_from_key
 #: The tests of each mutated module.
 TESTS = {
     "state.table": ("tests/state/",),
+    "state.key_codes": ("tests/state/",),
+    "state.expiry": ("tests/state/",),
+    "state.table_format": ("tests/state/",),
     "state.sessions": ("tests/state/",),
     "state.checkpoint_store": ("tests/state/",),
     "state.clock_store": ("tests/state/",),

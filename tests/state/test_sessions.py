@@ -16,7 +16,8 @@ from monoids.numeric import Sum
 from state import SessionWindow, WindowState
 from state.errors import StateValueError
 from state.sessions import SessionTable
-from state.table import KeyedTable, describe
+from state.table import KeyedTable
+from state.table_format import describe
 from state.tables import decode_table, read_table, table_for
 from state.window import window_from
 

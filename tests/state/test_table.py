@@ -21,7 +21,9 @@ from monoids.numeric import Count, Max, Min, Sum
 from state import codec
 from state.errors import CorruptCheckpointError, StateValueError
 from state.sessions import SessionTable
-from state.table import COMMITTED, KeyedTable, describe, factorize_keys
+from state.key_codes import factorize_keys
+from state.table import COMMITTED, KeyedTable
+from state.table_format import describe
 from state.tables import decode_table, read_table
 from state.window import SessionWindow, Window
 
@@ -1123,31 +1125,6 @@ def test_a_table_of_another_kind_of_window_is_refused_saying_how_to_build_one(ki
 def test_a_watermark_to_check_that_is_no_time_is_refused_naming_it(time_at):
     with pytest.raises(StateValueError, match="watermark_ms must be"):
         time_at(KeyedTable(Sum(), INTERVAL, ttl_ms=100), -1)
-
-
-@given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
-                max_size=30))
-def test_keys_factorize_as_pandas_does_with_nulls_as_keys(keys):
-    array = np.array(keys, dtype=object)
-    codes, unique_keys = factorize_keys(array)
-    expected_codes, expected_keys = pd.factorize(array, use_na_sentinel=False)
-    np.testing.assert_array_equal(codes, expected_codes)
-    assert list(map(repr, unique_keys)) == list(map(repr, expected_keys))
-
-
-def test_integer_keys_factorize_as_pandas_does():
-    keys = np.array([5, 3, 5, 9, 3], dtype=np.int64)
-    codes, unique_keys = factorize_keys(keys)
-    assert codes.tolist() == [0, 1, 0, 2, 1] and unique_keys.tolist() == [5, 3, 9]
-
-
-@given(st.lists(st.integers(0, 20), max_size=60))
-def test_the_first_row_of_each_key_is_where_factorize_first_met_it(values):
-    from state.table import _first_rows
-
-    codes, _ = pd.factorize(np.array(values, dtype=np.int64))
-    _, expected = np.unique(codes, return_index=True)
-    np.testing.assert_array_equal(_first_rows(codes), expected)
 
 
 def _key_id(key) -> str:
