@@ -184,7 +184,9 @@ def table(results: dict) -> str:
     for delivery in Delivery:
         r = results[delivery.value]
         clean, failures, lost = r["clean"], r["failures"], r["failures, Spark checkpoint lost"]
-        restarts = " / ".join(f"{x['to_first_batch_s']:.1f}" for x in failures["restarts"] + lost["restarts"])
+        # A restart that committed no micro-batch (it failed again first, or found nothing left) has no time.
+        restarts = " / ".join("-" if x["to_first_batch_s"] is None else f"{x['to_first_batch_s']:.1f}"
+                              for x in failures["restarts"] + lost["restarts"])
         parts = {k: v for k, v in clean["stored"].items() if not k.startswith("sink")}
         lines.append(
             f"| {delivery.value} | {clean['rows_per_s']:,.0f} | {clean['median_batch_ms']:,.0f} | {restarts} "

@@ -325,3 +325,17 @@ def test_the_document_takes_the_figures_between_its_markers_and_the_check_tells_
     doc.write_text("# Performance\n")
     assert report.main([*arguments, "--check"]) == 1
     assert "has no lines <!-- results:begin --> and <!-- results:end -->" in capsys.readouterr().err
+
+
+def test_the_delivery_table_shows_a_restart_that_committed_no_micro_batch_as_a_dash():
+    from bench import delivery
+
+    def failures(*restarts):
+        return {"restarts": [{"path": "A", "to_first_batch_s": s} for s in restarts], "lost": 0, "duplicated": 0,
+                "accuracy": 1.0}
+
+    clean = {"rows_per_s": 1_000.0, "median_batch_ms": 300.0, "stored": {"spark": 10, "sink rows": 5, "sink bytes": 50}}
+    results = {d.value: {"clean": clean, "failures": failures(1.25, None),
+                         "failures, Spark checkpoint lost": failures(None)} for d in delivery.Delivery}
+    rows = delivery.table(results).splitlines()[2:]
+    assert [row.split(" | ")[3] for row in rows] == ["1.2 / - / -"] * len(delivery.Delivery)
