@@ -1,13 +1,10 @@
 """The benchmark's outputs: a text table, ``results.json``, two plots, and the figures of
 docs/performance.md, written from a ``results.json``:
 
-    python -m bench.report [--block results|scale] [--results FILE] [--doc docs/performance.md] [--check]
+    python -m bench.report [--results bench/results/results.json] [--doc docs/performance.md] [--check]
 
-rewrites a block of the document, the part between its lines ``<!-- BLOCK:begin -->``
-and ``<!-- BLOCK:end -->`` (``markers``), with the figures of the block's results
-(``figures``); ``--check`` rewrites nothing and exits 1 if that part differs. The block
-``results`` holds what ``make bench`` measures, ``scale`` the case ``scale`` run to tens
-of millions of keys on its own (``BLOCKS``).
+rewrites the part of the document between ``BEGIN`` and ``END`` with the figures of the
+results (``figures``); ``--check`` rewrites nothing and exits 1 if that part differs.
 """
 
 from __future__ import annotations
@@ -21,22 +18,13 @@ from pathlib import Path
 from bench.measure import CPU_KINDS, Batch, RunResult
 
 __all__ = ["table", "cpu_table", "write_json", "plot", "read_json", "figures", "with_figures", "trigger",
-           "by_part", "main", "markers", "memory_bytes_per_key", "BLOCKS"]
+           "by_part", "main", "memory_bytes_per_key", "BEGIN", "END"]
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "results.json"
 DOC = ROOT / "docs" / "performance.md"
-#: The sections ``figures`` can write, in their order.
-SECTIONS = ("throughput", "scale", "kafka", "small", "latency", "recovery", "targets")
-#: The document's blocks of figures: the results each is written from, and its sections.
-BLOCKS = {
-    "results": (ROOT / "bench" / "results" / "results.json", SECTIONS),
-    "scale": (ROOT / "bench" / "results" / "scale" / "results.json", ("scale", "recovery", "targets")),
-}
-
-
-def markers(block: str) -> tuple[str, str]:
-    """The lines around ``block``'s figures in the document."""
-    return f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+#: The lines around the figures in the document.
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 _COLUMNS = ("implementation", "keys", "rows/s", "median batch ms", "driver MB", "workers MB",
             "ckpt KB/batch", "vs native")
@@ -149,12 +137,12 @@ def _case(r: RunResult) -> str:
     return next((case for case in _CASES if r.name.endswith(case)), "")
 
 
-def figures(results: dict, sections: tuple[str, ...] = SECTIONS) -> str:
+def figures(results: dict) -> str:
     """The Markdown of a ``results.json`` (``read_json``) for docs/performance.md: the run,
-    then a section each of ``sections``: throughput, the cases ``scale``, ``kafka``,
-    ``small``, ``latency`` and ``recovery``, and the targets ("Not run." where the
-    results have none). The CPU seconds by kind (``cpu_table``) stay in ``results.json``
-    and the benchmark's output."""
+    then a section each for throughput, the cases ``scale``, ``kafka``, ``small``,
+    ``latency`` and ``recovery``, and the targets ("Not run." where the results have
+    none). The CPU seconds by kind (``cpu_table``) stay in ``results.json`` and the
+    benchmark's output."""
     runs = results.get("runs", [])
     by_case = {case: [r for r in runs if _case(r) == case] for case in ("", *_CASES)}
     events = ""
@@ -162,7 +150,7 @@ def figures(results: dict, sections: tuple[str, ...] = SECTIONS) -> str:
         counts = (results.get("scale") or {}).get("events", 0)  # one for all data sets, or one each
         events = ", " + "/".join(f"{count:,}" for count in (counts if isinstance(counts, list) else [counts])) \
             + " events a data set"
-    every = (
+    sections = (
         ("Throughput", by_case[""], lambda rs: table(rs, each_run=False)),
         (f"State that grows (the case `scale`{events})", by_case["-scale"], _scale),
         ("Kafka in, and in and out (the case `kafka`)", by_case["-kafka"] + by_case["-kafka-out"],
@@ -172,23 +160,20 @@ def figures(results: dict, sections: tuple[str, ...] = SECTIONS) -> str:
         ("Recovery (the case `recovery`)", results.get("recovery") or [], _recovery),
         ("Targets", results.get("targets") or [], _targets),
     )
-    lines = [_the_run(results, "throughput" in sections)]
-    for heading, items, render in (each for name, each in zip(SECTIONS, every) if name in sections):
+    lines = [_the_run(results)]
+    for heading, items, render in sections:
         lines += ["", f"### {heading}", "", render(items) if items else "Not run."]
     return "\n".join(lines)
 
 
-def _the_run(results: dict, events: bool = True) -> str:
-    """The line on the run: its time, machine, versions and master, and unless not
-    ``events``, the events of its data sets and of a micro-batch."""
+def _the_run(results: dict) -> str:
     machine, versions = results.get("machine", {}), results.get("versions", {})
     return (f"One run of `bench/run.py`, {results.get('seconds', 0):,.0f} s: {machine.get('cores', '?')} cores "
             f"({machine.get('cpu', '?')}), {machine.get('memory_gb', '?')} GB, {machine.get('system', '?')}; "
             + ", ".join(f"{name} `{version}`" if " " in str(version) else f"{name} {version}"
                         for name, version in versions.items())
-            + f"; master `{results.get('master', '?')}`"
-            + (f", {results.get('events', 0):,} events a data set" if events else "")
-            + f", {results.get('batch_rows', 0):,} events a micro-batch.")
+            + f"; master `{results.get('master', '?')}`, {results.get('events', 0):,} events a data set, "
+            f"{results.get('batch_rows', 0):,} a micro-batch.")
 
 
 def _small(runs: list[RunResult]) -> str:
@@ -266,14 +251,13 @@ def _goal(target: dict) -> str:
     return (">= " if (measured > goal) == target["met"] else "<= ") + f"{goal:,}"
 
 
-def with_figures(document: str, figures_text: str, block: str = "results") -> str:
-    """``document`` with ``figures_text`` between the lines around ``block`` (``markers``)."""
-    begin_line, end_line = markers(block)
-    head, begin, rest = document.partition(begin_line + "\n")
-    _, end, tail = rest.partition(end_line + "\n")
+def with_figures(document: str, block: str) -> str:
+    """``document`` with ``block`` between its ``BEGIN`` and ``END`` lines."""
+    head, begin, rest = document.partition(BEGIN + "\n")
+    _, end, tail = rest.partition(END + "\n")
     if not begin or not end:
-        raise ValueError(f"the document has no lines {begin_line} and {end_line}, in that order")
-    return f"{head}{begin_line}\n{figures_text}\n{end_line}\n{tail}"
+        raise ValueError(f"the document has no lines {BEGIN} and {END}, in that order")
+    return f"{head}{BEGIN}\n{block}\n{END}\n{tail}"
 
 
 def plot(directory: Path, results: list[RunResult]) -> list[Path]:
@@ -319,25 +303,20 @@ def plot(directory: Path, results: list[RunResult]) -> list[Path]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Writes a results.json's figures into docs/performance.md.")
-    p.add_argument("--block", choices=sorted(BLOCKS), default="results",
-                   help="the block of figures to write (default %(default)s)")
-    p.add_argument("--results", type=Path,
-                   help="the results (default the block's: bench/results/results.json, bench/results/scale/results.json)")
+    p.add_argument("--results", type=Path, default=RESULTS, help="the results (default bench/results/results.json)")
     p.add_argument("--doc", type=Path, default=DOC, help="the document (default docs/performance.md)")
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if the document's figures differ")
     args = p.parse_args(argv)
-    default_results, sections = BLOCKS[args.block]
-    args.results = args.results or default_results
     document = args.doc.read_text(encoding="utf-8")
     try:
-        updated = with_figures(document, figures(read_json(args.results), sections), args.block)
+        updated = with_figures(document, figures(read_json(args.results)))
     except ValueError as exc:
         print(f"{args.doc}: {exc}", file=sys.stderr)
         return 1
     if args.check:
         if updated != document:
-            print(f"{args.doc}: its figures are not those of {args.results}: run python -m bench.report "
-                  f"--block {args.block}", file=sys.stderr)
+            print(f"{args.doc}: its figures are not those of {args.results}: run python -m bench.report",
+                  file=sys.stderr)
             return 1
     elif updated != document:
         args.doc.write_text(updated, encoding="utf-8")
