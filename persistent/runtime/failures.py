@@ -19,18 +19,19 @@ __all__ = ["WORKER_DIED", "worker_lost"]
 WORKER_DIED = "Python worker exited unexpectedly"
 
 
-def worker_lost(failure: BaseException, directory: JobDirectory) -> PythonWorkerLostError | None:
+def worker_lost(failure: BaseException, directory: JobDirectory, generation: int) -> PythonWorkerLostError | None:
     """The error to end with for the query's ``failure``, which names a dead Python
-    worker; None for any other failure."""
+    worker, in the running ``generation``; None for any other failure."""
     if WORKER_DIED not in str(failure):
         return None
     last = next(iter(directory.read_progress(1)), None)
+    which = f"micro-batch {generation}.{last.batch + 1 if last and last.generation == generation else 0}"
     if last is None or last.worker_peak_bytes is None:
-        used, which = "no micro-batch had finished before it", "the job's first micro-batch"
+        used = "no micro-batch had recorded its memory before it"
     else:
-        used = (f"in micro-batch {last.batch} a Python worker held up to {last.worker_peak_bytes / 2**20:,.0f} MiB "
-                f"resident, with key groups of up to {max(last.keys.values(), default=0):,} keys")
-        which = f"micro-batch {last.batch + 1}"
+        used = (f"in micro-batch {last.generation}.{last.batch} a Python worker held up to "
+                f"{last.worker_peak_bytes / 2**20:,.0f} MiB resident, with key groups of up to "
+                f"{max(last.keys.values(), default=0):,} keys")
     return PythonWorkerLostError(
         f"a Python worker died under {which} at each of Spark's tries (Spark: \"{WORKER_DIED}\"), most likely "
         f"killed for memory by the OOM killer: {used}, and each micro-batch's new keys add to that. Nothing of "

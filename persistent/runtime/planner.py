@@ -677,7 +677,7 @@ class RunningJob:
         try:
             return self.query.awaitTermination(_PROGRESS_POLL_SECONDS)
         except Exception as failure:
-            lost = worker_lost(failure, self.directory)
+            lost = worker_lost(failure, self.directory, self.recovery.generation)
             if lost is None:
                 raise
             raise lost from failure

@@ -9,6 +9,7 @@ from test_job_directory import progress
 
 from persistent.core.errors import PythonWorkerLostError
 from persistent.runtime.planner import RunningJob
+from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.storage.job_directory import JobDirectory
 from state.fs import LocalFileSystem
 
@@ -33,27 +34,36 @@ def directory(tmp_path):
     return JobDirectory(LocalFileSystem(), str(tmp_path / "job"))
 
 
+def running(failure: Exception, directory: JobDirectory, generation: int = 1) -> RunningJob:
+    """A job of ``generation`` whose query has failed with ``failure``."""
+    return RunningJob(FailedQuery(failure), Recovery(RecoveryPath.FROM_CLOCK, generation, 0), directory)
+
+
 def test_a_dead_worker_ends_the_job_with_one_line_naming_the_memory_of_the_last_micro_batch(directory):
     directory.record_progress(progress(4, keys={"group-00000": 75_096, "group-00001": 74_904},
                                        worker_peak_bytes=187 * 2**20))
     failure = RuntimeError(SPARK_SAYS)
     with pytest.raises(PythonWorkerLostError) as raised:
-        RunningJob(FailedQuery(failure), None, directory).wait()
+        running(failure, directory).wait()
     message = str(raised.value)
     assert "\n" not in message and raised.value.__cause__ is failure
-    assert message.startswith("a Python worker died under micro-batch 5 at each of Spark's tries")
-    assert "in micro-batch 4 a Python worker held up to 187 MiB resident, with key groups of up to 75,096 keys" in message
-    assert "Nothing of micro-batch 5 is committed" in message and directory.root in message
+    assert message.startswith("a Python worker died under micro-batch 1.5 at each of Spark's tries")
+    assert ("in micro-batch 1.4 a Python worker held up to 187 MiB resident, with key groups of up to 75,096 keys"
+            in message)
+    assert "Nothing of micro-batch 1.5 is committed" in message and directory.root in message
+    # The first micro-batch of a generation begun from the clock, after those of the one before.
+    with pytest.raises(PythonWorkerLostError, match="under micro-batch 2.0 .* in micro-batch 1.4 a Python worker"):
+        running(failure, directory, generation=2).wait()
 
 
-def test_a_worker_dead_in_the_first_micro_batch_says_none_had_finished(directory):
-    with pytest.raises(PythonWorkerLostError, match="under the job's first micro-batch .* no micro-batch had "
-                                                    "finished before it"):
-        RunningJob(FailedQuery(RuntimeError(SPARK_SAYS)), None, directory).wait()
+def test_a_worker_dead_in_the_first_micro_batch_says_none_had_recorded_its_memory(directory):
+    with pytest.raises(PythonWorkerLostError, match="under micro-batch 1.0 .* no micro-batch had recorded its "
+                                                    "memory before it"):
+        running(RuntimeError(SPARK_SAYS), directory).wait()
 
 
 def test_any_other_failure_is_raised_as_it_is(directory):
     failure = RuntimeError("Job aborted due to stage failure: division by zero")
     with pytest.raises(RuntimeError) as raised:
-        RunningJob(FailedQuery(failure), None, directory).wait()
+        running(failure, directory).wait()
     assert raised.value is failure

@@ -118,8 +118,8 @@ def test_python_workers_killed_by_the_oom_killer_lose_and_double_nothing(tmp_pat
     assert memory_cgroup.oom_kills() >= 1
     assert failed.returncode == 1, failed.log
     line = next(line for line in failed.log.splitlines() if line.startswith("count.py: error: "))
-    assert re.search(r"a Python worker died under micro-batch \d+ .* the OOM killer: in micro-batch \d+ a Python "
-                     r"worker held up to [\d,]+ MiB resident, with key groups of up to [\d,]+ keys", line), line
+    assert re.search(r"a Python worker died under micro-batch 0\.\d+ .* the OOM killer: in micro-batch 0\.\d+ "
+                     r"a Python worker held up to [\d,]+ MiB resident, with key groups of up to [\d,]+ keys", line), line
     final = crasher.run()
     assert final.returncode == 0, final.log
     counts = sink_counts(tmp_path)
