@@ -31,10 +31,9 @@ def worker_lost(failure: BaseException, directory: JobDirectory, generation: int
     else:
         used = (f"in micro-batch {last.generation}.{last.batch} a Python worker held up to "
                 f"{last.worker_peak_bytes / 2**20:,.0f} MiB resident, with key groups of up to "
-                f"{max(last.keys.values(), default=0):,} keys")
+                f"{max(last.keys.values(), default=0):,} keys (new keys add to that)")
     return PythonWorkerLostError(
         f"a Python worker died under {which} at each of Spark's tries (Spark: \"{WORKER_DIED}\"), most likely "
-        f"killed for memory by the OOM killer: {used}, and each micro-batch's new keys add to that. Nothing of "
-        f"{which} is committed. Give the Python workers more memory (spark.executor.memoryOverhead, or the "
-        f"container's limit) or the job more key groups, then start it again on {directory.root}: it replays "
-        f"the micro-batch.")
+        f"killed for memory by the OOM killer: {used}. Nothing of {which} is committed. Give the Python "
+        f"workers more memory (spark.executor.memoryOverhead, or the container's limit) or the job more key "
+        f"groups, then start it again on {directory.root}: it replays the micro-batch.")
