@@ -414,10 +414,6 @@ class MemoryCgroup:
         cgroup counts the memory it takes from now on, not what it holds already."""
         self._write("cgroup.procs", str(pid))
 
-    def usage(self) -> int:
-        """The bytes its processes use now."""
-        return int(self._read("memory.usage_in_bytes"))
-
     def limit(self, size: int) -> None:
         """Lets its processes use ``size`` bytes together."""
         self._write("memory.limit_in_bytes", str(size))

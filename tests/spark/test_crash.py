@@ -100,7 +100,7 @@ GROWTH = 48 << 20
 
 def test_python_workers_killed_by_the_oom_killer_lose_and_double_nothing(tmp_path, memory_cgroup):
     """Every message a new key, so each key group's state grows with each micro-batch.
-    After the first one, the job's Python workers are confined to a memory cgroup that
+    After the second, the job's Python workers are confined to a memory cgroup that
     lets them grow by ``GROWTH`` bytes: the kernel's OOM killer SIGKILLs a worker in the
     middle of a micro-batch (their executors live on), and again at each of Spark's
     retries: the job fails with one line naming the memory the workers used. A run
