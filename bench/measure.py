@@ -279,22 +279,26 @@ class MemorySampler:
             return 0
         return self._runtime.totalMemory() - self._runtime.freeMemory()
 
-    def _rss(self, name: str) -> int:
-        """The summed RSS of the processes under this one whose name starts with ``name``."""
-        total = 0
+    def _rss(self, *names: str) -> list[int]:
+        """The summed RSS of the processes under this one whose name starts with each of
+        ``names``, in one walk of the process tree."""
+        totals = [0] * len(names)
         for child in self._me.children(recursive=True):
             try:
-                if child.name().startswith(name):
-                    total += child.memory_info().rss
+                name = child.name()
+                for i, prefix in enumerate(names):
+                    if name.startswith(prefix):
+                        totals[i] += child.memory_info().rss
             except self._psutil.Error:
                 pass
-        return total
+        return totals
 
     def sample(self) -> None:
         driver = (self._jvm_used() + self._me.memory_info().rss) / _MB
         self.driver_mb = max(self.driver_mb, driver)
-        self.jvm_rss_mb = max(self.jvm_rss_mb, self._rss("java") / _MB)
-        self.workers_mb = max(self.workers_mb, self._rss("python") / _MB)
+        jvm, workers = self._rss("java", "python")
+        self.jvm_rss_mb = max(self.jvm_rss_mb, jvm / _MB)
+        self.workers_mb = max(self.workers_mb, workers / _MB)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
