@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from state.errors import StateValueError
-from state.key_codes import factorize_keys
 
 __all__ = ["check_ttl_ms", "restarts"]
 
@@ -27,20 +26,20 @@ def check_ttl_ms(ttl_ms: object, where: str) -> int:
 
 
 def restarts(
-    table_keys: np.ndarray, table_times: np.ndarray, keys: np.ndarray, timestamps_ms: np.ndarray, ttl_ms: int
+    codes: np.ndarray, table_times: np.ndarray, timestamps_ms: np.ndarray, ttl_ms: int
 ) -> tuple[np.ndarray | None, np.ndarray]:
-    """Which keys messages restart: a table's rows (``table_keys``, their newest message
-    times ``table_times``) and a batch of messages (``keys`` at ``timestamps_ms``, int64).
+    """Which keys messages restart: a table's rows (their newest message times
+    ``table_times``) and a batch of messages (at ``timestamps_ms``, int64), ``codes``
+    numbering the keys of both, the table's rows first, by first appearance.
     A message restarts its key when it is more than ``ttl_ms`` after the key's previous
     message, in time order (the key's newest time in the table for its oldest message of
     the batch); how the messages are cut into batches cannot change that.
 
     Returns the table's rows to keep, those of the keys no message restarts (None: all
     of them), and which messages to apply: those from their key's last restart on."""
-    table_rows = len(table_keys)
-    codes, unique_keys = factorize_keys(np.concatenate([table_keys, keys.astype(object, copy=False)]))
-    table_codes, codes = codes[:table_rows], codes[table_rows:]
-    newest = np.full(len(unique_keys), -1, dtype=np.int64)  # -1: not in the table
+    n_keys = int(codes.max(initial=-1)) + 1
+    table_codes, codes = codes[:len(table_times)], codes[len(table_times):]
+    newest = np.full(n_keys, -1, dtype=np.int64)  # -1: not in the table
     np.maximum.at(newest, table_codes, table_times)
     order = np.lexsort((timestamps_ms, codes))
     codes, times = codes[order], timestamps_ms[order]
@@ -50,10 +49,10 @@ def restarts(
     oldest_of_key[1:] = codes[1:] != codes[:-1]
     previous[oldest_of_key] = newest[codes[oldest_of_key]]
     restarting = (previous >= 0) & (times - previous > ttl_ms)
-    last_restart = np.full(len(unique_keys), -1)
+    last_restart = np.full(n_keys, -1)
     np.maximum.at(last_restart, codes[restarting], np.flatnonzero(restarting))
     if not restarting.any():
-        return None, np.ones(len(keys), dtype=bool)
-    fresh = np.empty(len(keys), dtype=bool)
+        return None, np.ones(len(timestamps_ms), dtype=bool)
+    fresh = np.empty(len(timestamps_ms), dtype=bool)
     fresh[order] = np.arange(len(codes)) >= last_restart[codes]
     return last_restart[table_codes] < 0, fresh

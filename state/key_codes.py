@@ -3,14 +3,20 @@ keys about once per batch and works on integers after that.
 
 ``factorize_keys`` numbers the keys (a null key, ``None`` or NaN, is a key like any
 other); ``first_rows`` finds the first row of each code again without hashing a key.
+
+A table of millions of keys would still hash them all at every batch; ``KeyIds``
+hashes each key once, when first met, and gives it an id it keeps: a batch then
+hashes only its own keys, and ``first_appearance`` numbers ids (or any small
+integers) by first appearance with a few passes of numpy, without hashing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pandas._libs.hashtable import ObjectFactorizer
 
-__all__ = ["factorize_keys", "first_rows"]
+__all__ = ["factorize_keys", "first_rows", "first_appearance", "codes_on", "KeyIds"]
 
 
 def factorize_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -34,3 +40,57 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     new[0] = True
     np.greater(highest[1:], highest[:-1], out=new[1:])
     return np.flatnonzero(new)
+
+
+def first_appearance(values: np.ndarray, bound: int) -> np.ndarray:
+    """``pd.factorize(values)[0]`` for integers from 0 up to ``bound``: codes numbered by
+    first appearance. Where ``bound`` is not far above the number of values, an array of
+    ``bound`` slots finds each value's first row, which costs a fraction of hashing."""
+    rows = len(values)
+    if bound > 4 * rows + 1024:
+        return pd.factorize(values)[0]
+    row = np.arange(rows)
+    first = np.full(bound, rows, dtype=np.intp)
+    np.minimum.at(first, values, row)
+    first_of_row = first[values]
+    # A value's code is the number of first rows before its first row.
+    return (np.cumsum(first_of_row == row) - 1)[first_of_row]
+
+
+class KeyIds:
+    """Ids of keys: each key gets the next id (from 0) when first met and keeps it for as
+    long as this object lives; a null key (``None``, NaN) is one key. The tables of one
+    lineage (a table, its copies and what is rolled forward from them) share one, so a
+    batch hashes only its own keys. Ids are never taken back: keys a table drops keep
+    theirs, and meeting them again finds them."""
+
+    _NULL = object()  # the null key's stand-in in the hash table
+
+    def __init__(self) -> None:
+        self._factorizer = ObjectFactorizer(1024)
+
+    def __len__(self) -> int:
+        """How many ids there are: every id is below this."""
+        return self._factorizer.get_count()
+
+    def of(self, keys: np.ndarray) -> np.ndarray:
+        """The ids of ``keys``, giving new keys the next ones."""
+        ids = self._factorizer.factorize(np.asarray(keys).astype(object, copy=False))
+        nulls = ids < 0
+        if nulls.any():
+            ids[nulls] = self._factorizer.factorize(np.array([self._NULL], dtype=object))[0]
+        return ids
+
+
+def codes_on(codes: np.ndarray, ids: np.ndarray, more: np.ndarray, bound: int) -> np.ndarray:
+    """The codes of the ids ``more`` following rows of ``ids`` whose codes are ``codes``
+    (numbered by first appearance; every id below ``bound``): an id among ``ids`` takes
+    its code, the others the next codes by first appearance, as ``first_appearance`` of
+    all the rows would number them. Hashes only the new ids."""
+    code_of = np.full(bound, -1, dtype=np.intp)
+    code_of[ids] = codes
+    more_codes = code_of[more]
+    new = more_codes < 0
+    if new.any():
+        more_codes[new] = (int(codes.max()) + 1 if len(codes) else 0) + pd.factorize(more[new])[0]
+    return more_codes

@@ -32,7 +32,6 @@ import pandas as pd
 
 from monoids.base import Monoid
 from state.checkpoint_store import check_time_ms
-from state.key_codes import factorize_keys
 from state.table import KeyedTable, WindowResults
 from state.window import SessionWindow
 
@@ -55,7 +54,7 @@ class SessionTable(KeyedTable):
         table_rows = len(self.keys)
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
-        key_codes, _ = factorize_keys(keys)
+        ids, key_codes = self._with(keys[table_rows:])
         order, _, first, self.values, self.times = self._fold_chains(
             (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),
             np.concatenate([self.values, column]),
@@ -63,7 +62,7 @@ class SessionTable(KeyedTable):
         self.keys, self.buckets = keys[order][first], starts[order][first]
         # The segments are sorted by key code first, so their codes, rising, are numbered
         # by first appearance.
-        self._codes = key_codes[order][first]
+        self._ids, self._codes = ids[order][first], key_codes[order][first]
         return self._distinct_keys(keys, key_codes, table_rows)
 
     def sessions(self) -> tuple[WindowResults, np.ndarray]:

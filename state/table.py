@@ -43,15 +43,17 @@ they need (this module does not know the kinds built on ``KeyedTable``).
 Every operation replaces the columns with new arrays and never writes into them, so
 ``copy`` is a snapshot in constant time: a batch can be applied and undone.
 
-Hashing the keys is most of a batch's cost, so the table hashes them about once per
-batch: an update factorizes the table's keys with the batch's (``state.key_codes``),
-and the table keeps the key codes it gets (``_codes``, one per row). Folding rows,
-reading totals, sealing and expiring work on those codes; an operation that drops or
-reorders rows renumbers them as integers. Codes follow the rule of the columns:
-replaced, never written into. Without a window the table also marks the rows that
+Hashing the keys is most of a batch's cost, so the table hashes only the keys a batch
+brings: each key gets an id when first met (``state.key_codes.KeyIds``, shared by a
+table, its copies and the tables rolled forward from them), and the table keeps its
+rows' ids (``_ids``) and their key codes, the ids numbered by first appearance
+(``_codes``, one per row). An update, a roll forward or rows followed look up the ids of
+their new keys only. Folding rows, reading totals, sealing and expiring work on the
+codes; an operation that drops or reorders rows renumbers them as integers, without
+hashing. Ids and codes follow the rule of the columns: replaced, never written into. Without a window the table also marks the rows that
 updates folded messages into (``_touched``), so the totals of the keys a batch touched
 (``take_touched_totals``) need no key hashed either. Neither is encoded: decoded bytes
-start without codes (computed when first needed) and with nothing touched.
+start without ids or codes (computed when first needed) and with nothing touched.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
-from state.key_codes import factorize_keys, first_rows
+from state.key_codes import KeyIds, codes_on, first_appearance, first_rows
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
 
@@ -119,8 +121,11 @@ class KeyedTable:
         self.values = monoid.zeros(0)
         #: The newest message time of each row, only with a ``ttl_ms``.
         self.times = None if ttl_ms is None else np.empty(0, dtype=np.int64)
-        #: ``factorize_keys(self.keys)[0]`` (key codes numbered by first appearance), or
-        #: None until needed (``_key_codes``).
+        #: The ids of the keys met (shared with copies), the ids of the rows' keys, and
+        #: those numbered by first appearance (the rows' key codes); ids and codes are
+        #: None until needed (``_row_ids``, ``_key_codes``).
+        self._key_ids = KeyIds()
+        self._ids = np.empty(0, dtype=np.intp)
         self._codes = np.empty(0, dtype=np.intp)
         #: Without a window, whether an update folded a message into each row since the
         #: last ``take_touched_totals``.
@@ -192,9 +197,10 @@ class KeyedTable:
         and folds rows of equal (key, bucket), older rows first. Returns the keys touched."""
         table_rows = len(self.keys)
         all_keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
-        codes, _ = factorize_keys(all_keys)
+        ids, codes = self._with(keys)
         self._replace_rows(
             all_keys,
+            ids,
             codes,
             np.concatenate([self.buckets, timestamps_ms // self.bucket_ms * self.bucket_ms]),
             np.concatenate([self.values, column]),
@@ -211,7 +217,7 @@ class KeyedTable:
         A restart may drop rows the pending checkpoint would hold, but every replay from
         that checkpoint meets the restarting message again, and drops whatever it rebuilt
         of the key before it."""
-        kept, fresh = restarts(self.keys, self.times, keys, timestamps_ms, self.ttl_ms)
+        kept, fresh = restarts(self._with(keys)[1], self.times, timestamps_ms, self.ttl_ms)
         if kept is not None:
             self._keep(kept)
         return fresh
@@ -219,20 +225,24 @@ class KeyedTable:
     @staticmethod
     def _distinct_keys(keys: np.ndarray, codes: np.ndarray, start: int) -> np.ndarray:
         """The keys of the rows from ``start`` on, once each in order of appearance, as
-        ``keys`` first holds them; ``codes`` are ``factorize_keys(keys)[0]``, so no key is
+        ``keys`` first holds them; ``codes`` are their key codes, so no key is
         hashed again."""
         return keys[first_rows(codes)[pd.unique(codes[start:])]]
 
-    def _replace_rows(self, keys: np.ndarray, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray,
-                      times: np.ndarray | None, touched: np.ndarray | None) -> None:
+    def _replace_rows(self, keys: np.ndarray, ids: np.ndarray, codes: np.ndarray, buckets: np.ndarray,
+                      values: np.ndarray, times: np.ndarray | None, touched: np.ndarray | None) -> None:
         """Replaces the table's rows with the given ones, rows of equal (key, bucket)
-        folded into one, older rows first; ``codes`` are ``factorize_keys(keys)[0]``.
-        ``times`` and ``touched`` are the rows' columns (None for a table without them)."""
+        folded into one, older rows first; ``ids`` and ``codes`` are the keys' ids and
+        codes. ``times`` and ``touched`` are the rows' columns (None for a table without
+        them)."""
         bucket_codes, unique_buckets = pd.factorize(buckets)
-        pair_codes, _ = pd.factorize(codes.astype(np.int64) * len(unique_buckets) + bucket_codes)
+        n_codes = int(codes.max()) + 1 if len(codes) else 0
+        pair_codes = first_appearance(codes.astype(np.int64) * len(unique_buckets) + bucket_codes,
+                                      n_codes * len(unique_buckets))
         first = first_rows(pair_codes)
         self.values = self.monoid.reduce_by_key(pair_codes, len(first), values)
         self.keys = keys[first]
+        self._ids = ids[first]
         self.buckets = buckets[first]
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
@@ -249,18 +259,28 @@ class KeyedTable:
             # Folding a key's buckets in time order is what a non-commutative monoid needs.
             self._keep(np.argsort(self.buckets, kind="stable"))
 
+    def _row_ids(self) -> np.ndarray:
+        """The ids of the rows' keys, kept until the rows change."""
+        if self._ids is None:
+            self._ids = self._key_ids.of(self.keys)
+        return self._ids
+
     def _key_codes(self) -> np.ndarray:
-        """``factorize_keys(self.keys)[0]``, kept until the keys change."""
+        """The rows' key codes (their ids numbered by first appearance), kept until the
+        rows change."""
         if self._codes is None:
-            self._codes, _ = factorize_keys(self.keys)
+            self._codes = first_appearance(self._row_ids(), len(self._key_ids))
         return self._codes
 
-    def _codes_of(self, rows: np.ndarray) -> np.ndarray:
-        """``factorize_keys(self.keys[rows])[0]``: without hashing a key when the table
-        has its codes."""
-        if self._codes is None:
-            return factorize_keys(self.keys[rows])[0]
-        return pd.factorize(self._codes[rows])[0]
+    def _codes_of(self, rows: np.ndarray | slice) -> np.ndarray:
+        """The key codes of ``rows`` alone, numbered by their first appearance there."""
+        return first_appearance(self._key_codes()[rows], len(self.keys))
+
+    def _with(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and key codes of the rows followed by ``keys``: hashes only ``keys``."""
+        ids, codes = self._row_ids(), self._key_codes()
+        more = self._key_ids.of(keys)
+        return np.concatenate([ids, more]), np.concatenate([codes, codes_on(codes, ids, more, len(self._key_ids))])
 
     # -- reading -------------------------------------------------------------------
 
@@ -273,10 +293,12 @@ class KeyedTable:
 
     def _rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Which rows hold one of ``keys``, a null key (None, NaN) being one key as in
-        ``factorize_keys``: one factorization of the keys and the table's, the wanted ones
-        first, so theirs are the codes below their number."""
-        codes, _ = factorize_keys(np.concatenate([keys, self.keys]))
-        return codes[len(keys):] < (codes[:len(keys)].max() + 1 if len(keys) else 0)
+        ``KeyIds``."""
+        ids = self._row_ids()
+        wanted = self._key_ids.of(keys)
+        picked = np.zeros(len(self._key_ids), dtype=bool)
+        picked[wanted] = True
+        return picked[ids]
 
     def take_touched_totals(self) -> tuple[np.ndarray, np.ndarray]:
         """``totals`` of the keys that updates applied messages to since the last call (or
@@ -419,14 +441,14 @@ class KeyedTable:
                 )
             since_ms = one.checkpoint_ms
         keys = np.concatenate([self.keys, *(one.keys for one in changes)])
-        codes, _ = factorize_keys(keys)
+        ids, codes = self._with(keys[len(self.keys):])
         # A checkpoint holds each key once: its rows are the first codes, in order.
         last = np.zeros(codes.max(initial=-1) + 1, dtype=np.intp)
         np.maximum.at(last, codes, np.arange(len(codes)))
-        self.keys = keys[first_rows(codes)]
+        first = first_rows(codes)
+        self.keys, self._ids, self._codes = keys[first], ids[first], np.arange(len(first), dtype=np.intp)
         self.values = np.concatenate([self.values, *(one.values for one in changes)])[last]
         self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
-        self._codes = None
         if self._touched is not None:
             self._touched = np.zeros(len(self.keys), dtype=bool)
         newest = changes[-1]
@@ -469,7 +491,8 @@ class KeyedTable:
         """Folds or prunes the rows a checkpoint at ``timestamp_ms`` lets go."""
         if self.window is None:
             buckets = np.where(self.buckets < timestamp_ms, COMMITTED, self.buckets)
-            self._replace_rows(self.keys, self._key_codes(), buckets, self.values, self.times, self._touched)
+            self._replace_rows(self.keys, self._row_ids(), self._key_codes(), buckets, self.values, self.times,
+                               self._touched)
         else:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
@@ -478,6 +501,8 @@ class KeyedTable:
         """Keeps ``rows`` (a mask or indices), in their order."""
         if self._codes is not None:
             self._codes = self._codes_of(rows)
+        if self._ids is not None:
+            self._ids = self._ids[rows]
         self.keys, self.buckets, self.values = self.keys[rows], self.buckets[rows], self.values[rows]
         if self.times is not None:
             self.times = self.times[rows]
@@ -505,12 +530,12 @@ class KeyedTable:
 
     def _append(self, other: KeyedTable) -> None:
         """Adds ``other``'s rows after this table's, none of them touched."""
+        self._ids, self._codes = self._with(other.keys)
         self.keys = np.concatenate([self.keys, other.keys])
         self.buckets = np.concatenate([self.buckets, other.buckets])
         self.values = np.concatenate([self.values, other.values])
         if self.times is not None:
             self.times = np.concatenate([self.times, other.times])
-        self._codes = None
         if self._touched is not None:
             self._touched = np.concatenate([self._touched, np.zeros(len(other.keys), dtype=bool)])
 
@@ -555,7 +580,8 @@ class KeyedTable:
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
             )
         self.keys, self.buckets, self.values = restored.keys, restored.buckets, restored.values
-        self.times, self._codes, self._touched = restored.times, restored._codes, restored._touched
+        self.times, self._touched = restored.times, restored._touched
+        self._ids, self._codes = restored._ids, restored._codes
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms
         self.whole_ms, self.chain_rows = timestamp_ms, 0
 

@@ -162,7 +162,7 @@ class TableBytes:
                 )
             if len(table.times) != len(table.keys):
                 raise CorruptCheckpointError(f"{what}: columns differ in length")
-        table._codes = None
+        table._ids, table._codes = None, None
         if table._touched is not None:
             table._touched = np.zeros(len(table.keys), dtype=bool)
         table.checkpoint_ms, table.emitted_ms, table.late_count = checkpoint_ms, emitted_ms, late_count
