@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pandas._libs.hashtable import ObjectFactorizer
 
-__all__ = ["factorize_keys", "first_rows", "first_appearance", "codes_on", "KeyIds"]
+__all__ = ["factorize_keys", "first_rows", "first_appearance", "pair_codes", "codes_on", "KeyIds"]
 
 
 def factorize_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,6 +55,23 @@ def first_appearance(values: np.ndarray, bound: int) -> np.ndarray:
     first_of_row = first[values]
     # A value's code is the number of first rows before its first row.
     return (np.cumsum(first_of_row == row) - 1)[first_of_row]
+
+
+def pair_codes(codes: np.ndarray, n_codes: int, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """``first_appearance`` of the pairs (``codes``, ``groups``), codes below ``n_codes``
+    and groups below ``n_groups``. Where the pairs would need too many slots, each group's
+    codes are numbered on their own first (few groups, most rows usually in one), then
+    the pairs by those numbers."""
+    if n_codes * n_groups <= 4 * len(codes) + 1024:
+        return first_appearance(codes.astype(np.int64) * n_groups + groups, n_codes * n_groups)
+    within = np.empty(len(codes), dtype=np.intp)
+    numbered = 0
+    for group in range(n_groups):
+        rows = np.flatnonzero(groups == group)
+        local = first_appearance(codes[rows], n_codes)
+        within[rows] = numbered + local
+        numbered += int(local.max(initial=-1)) + 1
+    return first_appearance(within, numbered)
 
 
 class KeyIds:

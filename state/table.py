@@ -69,7 +69,7 @@ from state.boundaries import boundary_at_or_before, check_interval_ms
 from state.checkpoint_store import check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
-from state.key_codes import KeyIds, codes_on, first_appearance, first_rows
+from state.key_codes import KeyIds, codes_on, first_appearance, first_rows, pair_codes
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
 
@@ -236,11 +236,9 @@ class KeyedTable:
         codes. ``times`` and ``touched`` are the rows' columns (None for a table without
         them)."""
         bucket_codes, unique_buckets = pd.factorize(buckets)
-        n_codes = int(codes.max()) + 1 if len(codes) else 0
-        pair_codes = first_appearance(codes.astype(np.int64) * len(unique_buckets) + bucket_codes,
-                                      n_codes * len(unique_buckets))
-        first = first_rows(pair_codes)
-        self.values = self.monoid.reduce_by_key(pair_codes, len(first), values)
+        pairs = pair_codes(codes, int(codes.max(initial=-1)) + 1, bucket_codes, len(unique_buckets))
+        first = first_rows(pairs)
+        self.values = self.monoid.reduce_by_key(pairs, len(first), values)
         self.keys = keys[first]
         self._ids = ids[first]
         self.buckets = buckets[first]
@@ -249,11 +247,11 @@ class KeyedTable:
         self._codes = codes[first]
         if times is not None:
             newest = np.full(len(first), np.iinfo(np.int64).min)
-            np.maximum.at(newest, pair_codes, times)
+            np.maximum.at(newest, pairs, times)
             self.times = newest
         if touched is not None:
             pairs_touched = np.zeros(len(first), dtype=bool)
-            pairs_touched[pair_codes[touched]] = True
+            pairs_touched[pairs[touched]] = True
             self._touched = pairs_touched
         if not self.monoid.commutative:
             # Folding a key's buckets in time order is what a non-commutative monoid needs.
