@@ -19,14 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-import numpy as np
 import pandas as pd
 
-from monoids import Count
-from persistent.core.task import MESSAGE_COLUMNS, PersistentTask
+from persistent.core.task import MESSAGE_COLUMNS
+from persistent.examples.count import VectorizedCount
 from persistent.runtime.keygroup import Applied, KeyGroup
 from persistent.storage.job_directory import task_name
-from state import NonWindowState
 
 __all__ = ["Scenario", "simulate", "render", "main", "TIMELINE"]
 
@@ -46,16 +44,6 @@ BATCHES: list[dict[int, list[int]]] = [
 #: Path B: the sources rewind to the clock, but the first input they re-read (the
 #: files of batch 2) also holds messages before it.
 REPLAY_FROM_BATCH = 2
-
-
-class _Count(PersistentTask):
-    """Gearpump's CountProcessor, vectorized."""
-
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_batch(self, messages):
-        return np.ones(len(messages), dtype=np.int64)
 
 
 def _frame(by_group: dict[int, list[int]], group: int) -> pd.DataFrame:
@@ -98,7 +86,7 @@ class Scenario:
 
 def simulate() -> Scenario:
     """Runs the scenario through ``KeyGroup``; raises if a recovery path changes a result."""
-    task = _Count()
+    task = VectorizedCount()
     groups = {g: KeyGroup(task, INTERVAL_MS) for g in KEYS}
     s = Scenario()
     stored: dict[int, dict[int, bytes]] = {g: {} for g in KEYS}

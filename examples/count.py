@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import numpy as np
+
 from monoids import Count
 from persistent import FilesSource, GeneratorSource, Job, MonoidTask, PersistentTask
 from persistent.tools.options import (
@@ -36,6 +38,16 @@ class MessageCount(PersistentTask):
 
     def process_message(self, state, message):
         state.update(message.timestamp, 1)
+
+
+class VectorizedCount(PersistentTask):
+    """The same counts a batch of messages at a time: every message of the batch adds one."""
+
+    def persistent_state(self):
+        return NonWindowState(Count())
+
+    def process_batch(self, messages):
+        return np.ones(len(messages), dtype=np.int64)
 
 
 class FoldedCount(MonoidTask):

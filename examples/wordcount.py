@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
-
-from monoids import Count
-from persistent import FilesSource, Job, PersistentTask
+from persistent import FilesSource, Job
 from persistent.core.errors import ConfigError
+from persistent.examples.count import VectorizedCount
 from persistent.tools.options import (
     add_job_options,
     add_kafka_options,
@@ -30,17 +28,10 @@ from persistent.tools.options import (
     kafka_source,
     run_app,
 )
-from state import NonWindowState
 
 
-class WordCount(PersistentTask):
+class WordCount(VectorizedCount):
     """Counts each word: every message (one word) adds 1."""
-
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_batch(self, messages):
-        return np.ones(len(messages), dtype=np.int64)
 
 
 def split_words(lines):

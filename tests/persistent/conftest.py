@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from jobwriter import Counting, JobWriter, SlidingSum, four_batches
+from persistent.examples.count import VectorizedCount
+from jobwriter import JobWriter, SlidingSum, four_batches
 
 
 @pytest.fixture
 def counting_job(tmp_path) -> JobWriter:
     """A counting job of three key groups after ``four_batches``."""
-    writer = JobWriter(str(tmp_path / "job"), Counting())
+    writer = JobWriter(str(tmp_path / "job"), VectorizedCount())
     four_batches(writer)
     return writer
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from spark_groups import Accumulator, GroupState, frame
 
-from monoids import Count, Sum
+from monoids import Sum
 from persistent import PersistentTask
 from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.runtime.commit import Commit
@@ -34,16 +34,8 @@ from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.records import BatchProgress
 from persistent.tools import cli
-from state import NonWindowState, Window, WindowState
+from state import Window, WindowState
 from state.fs import FileSystem, LocalFileSystem
-
-
-class Counting(PersistentTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_batch(self, messages):
-        return np.ones(len(messages), dtype=np.int64)
 
 
 class SlidingSum(PersistentTask):

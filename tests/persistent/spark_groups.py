@@ -12,9 +12,10 @@ import pandas as pd
 import pyarrow as pa
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecord
+from persistent.core.task import MESSAGE_COLUMNS
 from persistent.runtime.reports import Reports
 from persistent.runtime.rows import (EVENT_TIME, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, PACKED, PACKED_SEQ, PART,
-                                     TIMESTAMP, VALUE, Kind)
+                                     TIMESTAMP, VALUE, WATERMARK_LAG_MS, Kind)
 
 
 class GroupState:
@@ -38,7 +39,7 @@ class GroupState:
         (self.value,) = value
 
     def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (Spark's name)
-        return self.watermark_ms - 1  # Spark's trails the job's by 1 ms
+        return self.watermark_ms - WATERMARK_LAG_MS  # Spark's trails the job's
 
     def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 (Spark's name)
         if not self.timeouts:
@@ -108,10 +109,11 @@ def marked(record: BadRecord, timestamp_ms: int | None = None, part: int = 0) ->
 def packed(messages: list[tuple[str, int, int, int]], seq: int) -> pd.DataFrame:
     """Spark's row of a pack (``persistent.runtime.fold.packed``) of ``(key, timestamp,
     value, part)`` messages of one source partition, the ``seq``-th of its packs there:
-    fillers for key, time and value, the messages as an Arrow stream."""
+    fillers for key, time and value, the messages' ``MESSAGE_COLUMNS`` (those
+    ``fold.packed`` has Spark's half pack) as an Arrow stream."""
     keys, times, values, parts = (list(column) for column in zip(*messages))
-    table = pa.table({KEY: pa.array(keys, pa.string()), TIMESTAMP: pa.array(times, pa.int64()),
-                      VALUE: pa.array(values, pa.int64())})
+    table = pa.table([pa.array(keys, pa.string()), pa.array(times, pa.int64()), pa.array(values, pa.int64())],
+                     names=list(MESSAGE_COLUMNS))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as stream:
         stream.write_table(table)

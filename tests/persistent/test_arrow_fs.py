@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 
 from persistent.core.errors import ConfigError
+from persistent.examples.count import VectorizedCount
 from persistent.storage.arrow_fs import ArrowFileSystem
 from persistent.storage.filesystems import JobStorage, filesystem_for
 from persistent.runtime.recovery import RecoveryPath, plan
 from persistent.tools import cli
 from state.errors import StorageError
 
-from jobwriter import Counting, JobWriter, four_batches, run_cli
+from jobwriter import JobWriter, four_batches, run_cli
 
 
 def test_objects_are_written_read_listed_and_deleted(s3):
@@ -75,8 +76,8 @@ def test_key_groups_write_and_restore_their_checkpoints_in_the_bucket(s3):
 def test_commands_print_the_same_on_a_bucket_as_on_a_local_directory(capsys, monkeypatch, tmp_path, s3, command):
     monkeypatch.setattr(cli, "_now_ms", lambda: 1_700_000_100_000)
     local, remote = str(tmp_path / "count"), f"{s3}/jobs/count"
-    four_batches(JobWriter(local, Counting()))
-    four_batches(JobWriter(remote, Counting(), fs=ArrowFileSystem(s3)))
+    four_batches(JobWriter(local, VectorizedCount()))
+    four_batches(JobWriter(remote, VectorizedCount(), fs=ArrowFileSystem(s3)))
     code, remote_out, _ = run_cli(capsys, command[0], remote, *command[1:])
     assert code == 0 and remote_out
     _, local_out, _ = run_cli(capsys, command[0], local, *command[1:])
@@ -85,7 +86,7 @@ def test_commands_print_the_same_on_a_bucket_as_on_a_local_directory(capsys, mon
 
 def test_a_rewound_job_in_a_bucket_restarts_from_the_clock(capsys, s3):
     remote = f"{s3}/jobs/count"
-    four_batches(JobWriter(remote, Counting(), fs=ArrowFileSystem(s3)))
+    four_batches(JobWriter(remote, VectorizedCount(), fs=ArrowFileSystem(s3)))
     code, out, _ = run_cli(capsys, "rewind", remote, "--to", 100)
     assert code == 0 and f"rewound the clock of {remote} from 400 ms to 100 ms" in out
     directory = JobStorage(remote).directory()

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from persistent.examples.count import VectorizedCount
 from persistent.runtime.recovery import RecoveryPath, plan
 from persistent.storage.lease import JobLease, holder
 from persistent.tools import cli
 from state.checkpoint_store import CheckpointStore
 from state.fs import LocalFileSystem
 
-from jobwriter import Counting, JobWriter, SlidingSum, run_cli
+from jobwriter import JobWriter, SlidingSum, run_cli
 
 
 def inspected(out: str) -> list[dict[str, str]]:
@@ -201,7 +202,7 @@ def test_status_of_a_job_without_progress_says_so_and_still_prints_the_clocks(ca
 
 
 def test_status_of_a_fresh_job_says_there_is_no_clock(capsys, tmp_path):
-    writer = JobWriter(str(tmp_path / "job"), Counting())
+    writer = JobWriter(str(tmp_path / "job"), VectorizedCount())
     code, out, _ = run_cli(capsys, "status", writer.directory.root)
     assert code == 0
     assert out.splitlines()[3:] == ["progress       none yet: the job has not committed a micro-batch",

@@ -13,6 +13,7 @@ import types
 import pytest
 
 from persistent.core.errors import ConfigError
+from persistent.examples.count import VectorizedCount
 from persistent.storage import webhdfs
 from persistent.storage.filesystems import JobStorage
 from persistent.runtime.recovery import RecoveryPath, plan
@@ -21,7 +22,7 @@ from persistent.storage.webhdfs import WebHdfsFileSystem
 from persistent.tools import cli
 from state.fs import TEMP_PREFIX, LocalFileSystem
 
-from jobwriter import Counting, JobWriter, four_batches, run_cli
+from jobwriter import JobWriter, four_batches, run_cli
 
 # -- the file system ----------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class socket_bound:
 def job_on_hdfs(hdfs_dir) -> str:
     """A counting job written over WebHDFS into ``jobs/count`` of ``hdfs_dir``: its webhdfs URI."""
     uri = f"{hdfs_dir.webhdfs_uri}/jobs/count"
-    four_batches(JobWriter(uri, Counting(), fs=WebHdfsFileSystem(uri)))
+    four_batches(JobWriter(uri, VectorizedCount(), fs=WebHdfsFileSystem(uri)))
     return uri
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.core.faults import CrashPoint
+from persistent.examples.count import VectorizedCount
 from persistent.runtime import commit as commit_module
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery
@@ -25,7 +26,7 @@ from state.clock_store import verify_clock
 from state.errors import ClockError
 from state.fs import LocalFileSystem
 
-from jobwriter import CommitTime, Counting, JobWriter
+from jobwriter import CommitTime, JobWriter
 
 FRESH = Recovery(RecoveryPath.FRESH, 0, 0, key_groups=2)
 
@@ -425,7 +426,7 @@ def test_the_rewind_positions_of_each_new_clock_are_recorded_before_it_and_kept_
 def test_retention_keeps_the_chain_of_every_clock_a_rewind_may_choose(tmp_path):
     """Twenty-five micro-batches, each past a checkpoint boundary: most checkpoints hold
     the changes to the one before, and every clock in the history still restores."""
-    writer = JobWriter(str(tmp_path / "job"), Counting())
+    writer = JobWriter(str(tmp_path / "job"), VectorizedCount())
     for step in range(25):
         writer.batch([(f"k{step % 7}", step * 100 + 50, 1), ("every", step * 100 + 60, 1)])
     directory = writer.directory

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from spark_groups import Accumulator, GroupState, frame
 
 from monoids import Averaged, AveragedValue, Count, Sum
-from persistent import KeyGroup, MonoidTask, PersistentTask, TaskDefinitionError
+from persistent import KeyGroup, MonoidTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords
-from persistent.examples.count import FoldedCount
+from persistent.examples.count import FoldedCount, VectorizedCount
 from persistent.runtime.fold import Folding, fold_of
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.runtime.stateful import GroupFunction
@@ -180,18 +180,10 @@ def test_after_a_micro_batch_that_folds_little_the_next_ones_pass_their_rows_thr
     assert folding.passes_next(8, 7) and not folding.passes_next(8, 2)
 
 
-class Plain(PersistentTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_batch(self, messages):
-        return np.ones(len(messages), dtype=np.int64)
-
-
 def test_a_job_folds_its_messages_when_its_task_is_a_monoid_task_and_its_values_group():
     assert fold_of(FoldedCount(), "string")[0].functions == ()
     assert fold_of(Averages(), "bigint")[0].functions == ("sum",)
-    assert fold_of(Plain(), "bigint") == (None, "every message crosses the shuffle (the task is no MonoidTask)")
+    assert fold_of(VectorizedCount(), "bigint") == (None, "every message crosses the shuffle (the task is no MonoidTask)")
     assert fold_of(FoldedCount(), "map<string,int>")[0] is None
 
 

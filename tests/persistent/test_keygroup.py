@@ -19,7 +19,7 @@ from profiles import examples
 from monoids import Count, Last, Sum, Timestamped
 from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
-from persistent.examples.count import MessageCount
+from persistent.examples.count import MessageCount, VectorizedCount
 from persistent.runtime.keygroup import Base, KeptCheckpoint, Taken, whole_every_ms
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
@@ -27,14 +27,6 @@ from state.checkpoint_store import CheckpointStore, Stored, decode_record, encod
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.fs import LocalFileSystem
 from state.tables import decode_table
-
-
-class VectorizedCount(PersistentTask):
-    def persistent_state(self):
-        return NonWindowState(Count())
-
-    def process_batch(self, messages):
-        return np.ones(len(messages), dtype=np.int64)
 
 
 class WindowSum(PersistentTask):

@@ -14,9 +14,9 @@ import pytest
 
 from persistent import GeneratorSource, Job, SQLiteSink
 from persistent.core.errors import ConfigError, SetupError
+from persistent.examples.count import VectorizedCount
 from persistent.runtime.metrics import COUNTERS, GAUGES, SPARK_HALF, TIMES, JobMetrics
 
-from jobwriter import Counting
 from prometheus_scrape import samples, scrape
 
 
@@ -78,13 +78,13 @@ def test_a_started_job_serves_whether_sparks_half_of_the_fold_runs(metrics, load
 
 def test_a_jobs_metrics_serve_its_settings_from_the_start_and_no_sink_uri(tmp_path, free_port):
     port = free_port()
-    job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
+    job = Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
               checkpoint_interval_ms=250, key_groups=3, metrics_port=port)
     served = JobMetrics.of(job, "count")
     try:
         (info,) = [sample for sample in samples(port) if sample.name == "persistent_job_info"]
         assert (info.value, info.labels) == (1.0, {
-            "app": "count", "task": "Counting", "source": "GeneratorSource", "sink": "SQLiteSink",
+            "app": "count", "task": "VectorizedCount", "source": "GeneratorSource", "sink": "SQLiteSink",
             "checkpoint_dir": str(tmp_path / "ck"), "delivery": "exactly-once", "checkpoint_interval_ms": "250",
             "watermark_delay_ms": "0", "key_groups": "3", "bad_records": "fail", "late_records": "drop",
         })
@@ -95,7 +95,7 @@ def test_a_jobs_metrics_serve_its_settings_from_the_start_and_no_sink_uri(tmp_pa
 
 def test_a_job_serves_its_metrics_on_the_loopback_interface_unless_given_another_host(tmp_path, free_port):
     port = free_port()
-    job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
+    job = Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
               metrics_port=port)
     served = JobMetrics.of(job, "count")
     try:
@@ -160,5 +160,5 @@ def test_without_prometheus_client_the_error_names_the_extra(monkeypatch, free_p
 
 def test_a_job_refuses_a_metrics_port_that_is_no_tcp_port(tmp_path):
     with pytest.raises(ConfigError, match="metrics_port must be a TCP port, 1 to 65535, got 70000"):
-        Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
+        Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
             metrics_port=70000)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobwriter import Counting
 from persistent import GeneratorSource, KafkaSink, KafkaSource, Pipeline, SQLiteSink
 from persistent.core.errors import ConfigError
+from persistent.examples.count import VectorizedCount
 
 
 def pipeline(tmp_path, *chain, **settings) -> Pipeline:
@@ -16,7 +16,7 @@ def pipeline(tmp_path, *chain, **settings) -> Pipeline:
 
 
 def test_each_stage_reads_the_topic_the_stage_before_writes_read_committed_in_its_own_directory(tmp_path):
-    first, second, third = pipeline(tmp_path, Counting(), "a", Counting(), "b", Counting(),
+    first, second, third = pipeline(tmp_path, VectorizedCount(), "a", VectorizedCount(), "b", VectorizedCount(),
                                     metrics_port=9100).jobs
     assert isinstance(first.source, GeneratorSource) and isinstance(third.sink, SQLiteSink)
     for writer, reader, topic in ((first, second, "a"), (second, third, "b")):
@@ -29,8 +29,8 @@ def test_each_stage_reads_the_topic_the_stage_before_writes_read_committed_in_it
     assert [job.metrics_port for job in (first, second, third)] == [9100, 9101, 9102]
 
 
-@pytest.mark.parametrize("chain", [(), (Counting(), "a"), (Counting(), Counting()),
-                                   ("a", Counting()), (Counting(), "", Counting())],
+@pytest.mark.parametrize("chain", [(), (VectorizedCount(), "a"), (VectorizedCount(), VectorizedCount()),
+                                   ("a", VectorizedCount()), (VectorizedCount(), "", VectorizedCount())],
                          ids=["empty", "ends-in-a-topic", "no-topic-between", "starts-with-a-topic", "empty-topic"])
 def test_a_chain_that_is_not_task_topic_task_is_refused_naming_it(tmp_path, chain):
     with pytest.raises(ConfigError, match="^pipeline: "):

@@ -14,10 +14,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from persistent import GeneratorSource, Job, SQLiteSink
+from persistent.examples.count import VectorizedCount
 from persistent.runtime.fold import JARS, jar_of
 from persistent.runtime.spark import PYSPARK, SPARK_MINORS, UnsupportedSparkError, check_spark
 from persistent.tools.environment import DEPENDENCIES
-from jobwriter import Counting
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ class _Session:
 
 @pytest.mark.parametrize("version", ["3.5.6", "4.3.0"])
 def test_a_job_on_a_spark_outside_the_range_is_refused_at_its_start_in_one_line(tmp_path, version):
-    job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"))
+    job = Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"))
     with pytest.raises(UnsupportedSparkError) as refused:
         job.start(_Session(version))
     assert str(refused.value) == f"Job: Spark {version} is not supported: jobs run on Spark 4.0 to 4.2 (pyspark>=4.0,<4.3)"
@@ -75,7 +75,7 @@ def test_a_spark_connect_session_is_refused_at_its_start_saying_what_it_lacks(tm
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
     remote = SparkSession.builder.remote("sc://127.0.0.1:9").getOrCreate()
     try:
-        job = Job(Counting(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"))
+        job = Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"))
         with pytest.raises(UnsupportedSparkError) as refused:
             job.start(remote)
     finally:

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from spark_groups import Accumulator, GroupState, frame, given_watermark, marked, rows, spark_rows
-from test_keygroup import VectorizedCount
 
 from monoids import Last, Timestamped
 from persistent import PersistentTask
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, LateRecords
 from persistent.core.faults import CrashPoint
+from persistent.examples.count import VectorizedCount
 from persistent.runtime import stateful
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import Kind

@@ -15,11 +15,12 @@ import time
 
 import pytest
 
+from persistent.examples.count import VectorizedCount
 from persistent.runtime.planner import RunningJob
 from persistent.runtime.stopping import Interrupted, JobStopped, check, on_signals, stopped
 from persistent.tools import options
 
-from jobwriter import Counting, JobWriter
+from jobwriter import JobWriter
 
 
 class Query:
@@ -71,7 +72,7 @@ def test_the_line_names_the_last_committed_batch_and_claims_none_after_it(counti
 
 
 def test_a_job_stopped_before_its_first_batch_committed_says_so(tmp_path):
-    writer = JobWriter(str(tmp_path / "job"), Counting())
+    writer = JobWriter(str(tmp_path / "job"), VectorizedCount())
     stop = stopped(RunningJob(Query(), None, writer.directory), KeyboardInterrupt())
     assert str(stop) == (f"[persistent] stopped by SIGINT before its first micro-batch committed, no clock yet; "
                          f"a start on {writer.directory.root} continues from there")
