@@ -198,10 +198,12 @@ def _p99(run: dict) -> str:
 
 
 def _recovery(recovery: list[dict]) -> str:
-    """Seconds from a restart to the end of its first micro-batch, a row per
-    implementation and key count (``vectorized`` where a record names none)."""
+    """Seconds from a restart (or from the SIGKILL before it) to the end of its first
+    micro-batch, a row per implementation and key count (``vectorized`` where a record
+    names none)."""
     def implementation(r: dict) -> str:
-        return r.get("implementation", "vectorized")
+        name = r.get("implementation", "vectorized")
+        return f"{name}, killed" if r.get("killed") else name
 
     rows = list(dict.fromkeys((implementation(r), r["keys"]) for r in recovery))
     seconds = {(implementation(r), r["keys"], r["path"]): r["seconds"] for r in recovery}

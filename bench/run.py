@@ -69,7 +69,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale-keys", default="100000,10000000",
                    help="key counts of the case whose state grows (the case 'scale': native with Spark's "
                         "default state store and with RocksDB's and vectorized over --scale-events events each, "
-                        "then restarts at the most keys); the growth of a batch's time is from the fewest keys "
+                        "then restarts after a SIGKILL at the most keys); the growth of a batch's time is from the fewest keys "
                         "to the most; empty for none")
     p.add_argument("--scale-events", default="4000000",
                    help="events of each data set of the case 'scale', one number for all or one for each of "
@@ -186,10 +186,10 @@ def _targets(results: list[RunResult], demo_seconds: float | None, latency: list
         native_a, a, b = (restarts.get(("native-rocksdb-scale", "A")), restarts.get(("vectorized-scale", "A")),
                           restarts.get(("vectorized-scale", "B")))
         if native_a and a:
-            target(f"restart to the first micro-batch at {most:,} keys, path A / native RocksDB's", a / native_a,
-                   1.0, higher_is_better=False)
+            target(f"restart after a SIGKILL to the first micro-batch at {most:,} keys, path A / native RocksDB's",
+                   a / native_a, 1.0, higher_is_better=False)
         if a and b:
-            target(f"restart to the first micro-batch at {most:,} keys, path B / path A", b / a, 2.0,
+            target(f"restart after a SIGKILL to the first micro-batch at {most:,} keys, path B / path A", b / a, 2.0,
                    higher_is_better=False)
     for keys in sorted({r.keys for r in results if r.name == "native-kafka-out"}):
         r = find("vectorized-kafka-out", keys)
@@ -380,12 +380,13 @@ def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Pat
             if "latency" in spark_names:
                 latency = _latency_turns(spark, work, args)
             if "scale" in spark_names:
-                turns, restarts = _scale_turns(runs, work, args)
+                turns, largest = _scale_turns(runs, work, args)
                 for taken in turns:
                     record(pool(taken))
-                recovery += restarts
         finally:
             spark.stop()
+        if "scale" in spark_names:
+            recovery += _scale_restarts(work, largest, args.master)
     if "bytewax" in only:
         for dataset in datasets:
             if dataset.distribution == "uniform" or "bytewax" in SKEWED:
@@ -437,16 +438,14 @@ def _latency_turns(spark, work: Path, args) -> list[dict]:
     return runs
 
 
-def _scale_turns(runs, work: Path, args) -> tuple[list[list[RunResult]], list[dict]]:
+def _scale_turns(runs, work: Path, args) -> tuple[list[list[RunResult]], Dataset]:
     """Runs taking turns over ``args.scale_events`` uniform events at each of
     ``args.scale_keys``, the state growing to millions of keys: native with Spark's
     default state store (up to ``args.scale_heap_keys``) and with RocksDB's, and
-    vectorized. Then, at the most keys, each restarts the last of its runs with one more
-    file: native on its checkpoint, vectorized on path A and on path B. Returns the
-    turns and the restarts (as the case ``recovery`` has them, with the implementation)."""
+    vectorized. Returns the turns and the data set of the most keys."""
     from bench.spark_runs import ROCKSDB
 
-    turns, restarts = [], []
+    turns = []
     counts, events = _int_list(args.scale_keys), _int_list(args.scale_events)
     if len(events) not in (1, len(counts)):
         raise SystemExit(f"bench: --scale-events gives {len(events)} numbers for {len(counts)} key counts")
@@ -457,18 +456,30 @@ def _scale_turns(runs, work: Path, args) -> tuple[list[list[RunResult]], list[di
             if keys <= args.scale_heap_keys:
                 taken["native-scale"].append(runs.native(dataset, "native-scale"))
             taken["native-rocksdb-scale"].append(runs.native(dataset, "native-rocksdb-scale", conf=ROCKSDB))
-            result, job = runs.vectorized(dataset, "vectorized-scale")
-            taken["vectorized-scale"].append(result)
+            taken["vectorized-scale"].append(runs.vectorized(dataset, "vectorized-scale")[0])
         turns += [runs_of_one for runs_of_one in taken.values() if runs_of_one]
         if keys == max(counts):
-            timed = [("native-rocksdb-scale", "A", lambda: runs.native_restart(dataset, "native-rocksdb-scale", ROCKSDB))]
-            timed += [("vectorized-scale", path, lambda lose=lose: runs.restart(job, dataset, lose_spark_checkpoint=lose))
-                      for path, lose in (("A", False), ("B", True))]
-            for name, path, restart in timed:
-                seconds = restart()
-                restarts.append({"implementation": name, "path": path, "keys": keys, "seconds": round(seconds, 2)})
-                print(f"bench: restart of {name} on path {path} at {keys:,} keys: {seconds:.1f} s", file=sys.stderr)
-    return turns, restarts
+            largest = dataset
+    return turns, largest
+
+
+def _scale_restarts(work: Path, dataset: Dataset, master: str) -> list[dict]:
+    """The last runs of the case ``scale`` (over ``dataset``, the most keys), each killed
+    in a micro-batch and started again in processes of their own (``bench.killed``),
+    once the bench's session has stopped and freed their memory: native on its
+    checkpoint, vectorized on path A and on path B. Returns the restarts as the case
+    ``recovery`` has them, with the implementation, marked killed."""
+    from bench.killed import killed_restart
+
+    restarts = []
+    for name, path in (("native-rocksdb-scale", "A"), ("vectorized-scale", "A"), ("vectorized-scale", "B")):
+        seconds = killed_restart(work, name, dataset, master, lose_spark_checkpoint=path == "B",
+                                 log=work / "killed.log")
+        restarts.append({"implementation": name, "path": path, "keys": dataset.keys, "killed": True,
+                         "seconds": round(seconds, 2)})
+        print(f"bench: restart of {name} on path {path} at {dataset.keys:,} keys after a SIGKILL: {seconds:.1f} s",
+              file=sys.stderr)
+    return restarts
 
 
 def _time_demo(work: Path) -> float:

@@ -108,10 +108,12 @@ class SparkRuns:
         self.spark = spark
         self.work = work
 
-    def _directory(self, name: str, dataset: Dataset) -> Path:
+    def _directory(self, name: str, dataset: Dataset, fresh: bool = True) -> Path:
+        """The directory of the runs of ``name`` over ``dataset``: emptied, if ``fresh``."""
         directory = self.work / "runs" / f"{name}-{dataset.name}"
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
+        if fresh:
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
         return directory
 
     def _query(self, name: str, dataset: Dataset, files, build, output_mode: str, source=None,
@@ -124,7 +126,7 @@ class SparkRuns:
         unless ``fresh`` goes on from the checkpoint of the last run of ``name``."""
         from pyspark.sql import functions as F
 
-        directory = self._directory(name, dataset) if fresh else self.work / "runs" / f"{name}-{dataset.name}"
+        directory = self._directory(name, dataset, fresh)
         messages = (source or ParquetInput(files, directory / "input")).stream(self.spark)
         checkpoint = directory / "checkpoint"
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
@@ -198,10 +200,12 @@ class SparkRuns:
         input; returns the seconds from the restart to the end of its first micro-batch
         (Spark's checkpoint is there: this project's path A)."""
         started = time.time()
-        batches = self.native(dataset, name, conf=conf, restart=True).batches
-        if not batches:
-            raise RuntimeError(f"the restart of {name} over {dataset.name} ran no micro-batch")
-        return batches[0].end_s - started
+        return self.native_again(dataset, name, conf) - started
+
+    def native_again(self, dataset: Dataset, name: str, conf: dict[str, str] | None = None) -> float:
+        """Runs the last native run of ``name`` over ``dataset`` again with one more file of
+        input; returns when its first micro-batch ended (seconds since the epoch)."""
+        return _first_batch_end(self.native(dataset, name, conf=conf, restart=True).batches, name, dataset)
 
     def native_window(self, dataset: Dataset) -> RunResult:
         from pyspark.sql import functions as F
@@ -233,10 +237,11 @@ class SparkRuns:
     # -- this project ------------------------------------------------------------------
 
     def job(self, name: str, dataset: Dataset, task: PersistentTask, files: int | None = None,
-            source=None, watermark_delay_ms: int = 0, sink: Sink | None = None) -> Job:
+            source=None, watermark_delay_ms: int = 0, sink: Sink | None = None, fresh: bool = True) -> Job:
         """A job of ``task`` over ``dataset`` (its first ``files`` files), or over ``source``,
-        in a fresh directory; its results dropped, or written to ``sink``."""
-        directory = self._directory(name, dataset)
+        in a directory emptied first unless not ``fresh``; its results dropped, or written
+        to ``sink``."""
+        directory = self._directory(name, dataset, fresh)
         return Job(
             task=task,
             source=source or ParquetInput(dataset.first_files(files) if files else dataset.files, directory / "input"),
@@ -297,11 +302,24 @@ class SparkRuns:
         the restart to the end of its first micro-batch (path A: Spark's checkpoint is
         there; path B: it is lost, so the job restores every task at the clock)."""
         if lose_spark_checkpoint:
-            JobStorage(job.checkpoint_dir).directory().spark_log.delete()
-        job = replace(job, source=ParquetInput(dataset.files + (dataset.extra,), job.source.view_root))
+            lose_spark_checkpoint_of(job)
         started = time.time()
+        return self.run_again(job, dataset) - started
+
+    def run_again(self, job: Job, dataset: Dataset) -> float:
+        """Runs ``job`` again over one more file of input; returns when its first
+        micro-batch ended (seconds since the epoch)."""
+        job = replace(job, source=ParquetInput(dataset.files + (dataset.extra,), job.source.view_root))
         running = job.run(self.spark)  # which stops the job: the next restart takes its lease
-        batches = batches_of(running.query)
-        if not batches:
-            raise RuntimeError(f"restart of {job.checkpoint_dir} ran no micro-batch")
-        return batches[0].end_s - started
+        return _first_batch_end(batches_of(running.query), job.checkpoint_dir, dataset)
+
+
+def lose_spark_checkpoint_of(job: Job) -> None:
+    """Deletes the Spark checkpoint of ``job``'s directory: its restart takes path B."""
+    JobStorage(job.checkpoint_dir).directory().spark_log.delete()
+
+
+def _first_batch_end(batches, what: str, dataset: Dataset) -> float:
+    if not batches:
+        raise RuntimeError(f"the restart of {what} over {dataset.name} ran no micro-batch")
+    return batches[0].end_s

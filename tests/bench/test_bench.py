@@ -188,8 +188,8 @@ def test_the_scale_case_reports_against_native_rocksdb_its_rate_growth_checkpoin
         "checkpoint bytes a micro-batch at 50,000,000 keys, vectorized / native RocksDB's": (2.0, False),
         "resident memory a key at 50,000,000 keys (JVM and Python workers), vectorized / native "
         "RocksDB's": (1.2, False),
-        "restart to the first micro-batch at 50,000,000 keys, path A / native RocksDB's": (1.25, False),
-        "restart to the first micro-batch at 50,000,000 keys, path B / path A": (1.8, True),
+        "restart after a SIGKILL to the first micro-batch at 50,000,000 keys, path A / native RocksDB's": (1.25, False),
+        "restart after a SIGKILL to the first micro-batch at 50,000,000 keys, path B / path A": (1.8, True),
     }
 
 
@@ -275,7 +275,8 @@ def test_the_figures_give_each_case_its_section_and_say_which_did_not_run(tmp_pa
                 "runs": [1.2, 1.25, 1.3]},
                {"target": "p99 latency, ours / native's", "measured": 1.316, "goal": 1.2, "met": False, "runs": None},
                {"target": "make demo", "measured": 12.0, "goal": 30, "met": True, "runs": None}]
-    recovery = [{"path": "A", "keys": 100, "seconds": 1.26}, {"path": "B", "keys": 100, "seconds": 0.5}]
+    recovery = [{"path": "A", "keys": 100, "seconds": 1.26}, {"path": "B", "keys": 100, "seconds": 0.5},
+                {"implementation": "vectorized-scale", "path": "A", "keys": 200, "seconds": 30.04, "killed": True}]
     text = report.figures(report.read_json(_results(tmp_path, runs, latency=latency, targets=targets,
                                                     recovery=recovery)))
     sections = {part.split("\n", 1)[0]: part.split("\n", 1)[1].strip() for part in text.split("\n### ")[1:]}
@@ -299,7 +300,8 @@ def test_the_figures_give_each_case_its_section_and_say_which_did_not_run(tmp_pa
         ["persistent", "1,000 ms", "20,000", "60", "1,234", "2,500 [2,400/2,600]",
          "triggerExecution 1,000, addBatch 900"],
         ["native", "default", "20,000", "70", "800", "1,900", "-"]]
-    assert cells("Recovery (the case `recovery`)") == [["vectorized", "100", "1.3", "0.5"]]
+    assert cells("Recovery (the case `recovery`)") == [["vectorized", "100", "1.3", "0.5"],
+                                                        ["vectorized-scale, killed", "200", "30.0", "-"]]
     # The goal's direction is the one in which the figure met it or missed it.
     assert cells("Targets", 2) == [[">= 1.0", "1.25 [1.20/1.25/1.30]", "met"], ["<= 1.2", "1.316", "missed"],
                                    ["<= 30", "12.0", "met"]]

@@ -1,0 +1,132 @@
+"""Restarts after a SIGKILL: the seconds from killing a job's process in the middle of a
+micro-batch to the end of the first micro-batch its restart commits.
+
+The bench's other restarts start again in the process that ran the job, its JVM and
+Python workers warm. Here the job runs in processes of its own (``python -m
+bench.killed``): the first runs it over one more file of input than it has read and
+is killed with its whole process group (SIGKILL) as soon as Spark has written the
+offsets of a micro-batch it has not committed; the second starts it again, as a
+supervisor would, and the figure runs from the kill to the end of the first
+micro-batch the second commits, a JVM and a Spark session started included.
+
+Path B loses Spark's checkpoint: it is deleted before the first process (which then
+replays from the checkpoint clock, so it has a micro-batch to be killed in) and again
+after the kill, so the second process restores every key group at the clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from bench.data import Dataset
+
+__all__ = ["killed_restart", "IMPLEMENTATIONS"]
+
+#: What each implementation's process runs (``_run``), by the name of its runs.
+IMPLEMENTATIONS = ("native-rocksdb-scale", "vectorized-scale")
+#: How long the first process may take to start a micro-batch, and the second to end.
+TIMEOUT_S = 3600
+
+
+def killed_restart(work: Path, name: str, dataset: Dataset, master: str, lose_spark_checkpoint: bool = False,
+                   log: Path | None = None) -> float:
+    """Kills the run ``name`` (one of ``IMPLEMENTATIONS``) over ``dataset`` in ``work``
+    in the middle of a micro-batch and starts it again (path B: without Spark's
+    checkpoint, ``lose_spark_checkpoint``); returns the seconds from the kill to the end
+    of the first micro-batch the restart commits. The processes' output goes to ``log``."""
+    command = [sys.executable, "-m", "bench.killed", name, str(work), master, json.dumps(asdict(dataset))]
+    spark_checkpoint = _spark_checkpoint(work, name, dataset)
+    if lose_spark_checkpoint:
+        _lose(work, name, dataset)
+    with open(log or os.devnull, "ab") as output:
+        first = subprocess.Popen(command, stdout=output, stderr=output, start_new_session=True,
+                                 cwd=Path(__file__).resolve().parent.parent)
+        batch = _wait_for_uncommitted_batch(first, spark_checkpoint)
+        killed_at = time.time()
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        if (spark_checkpoint / "commits" / str(batch)).exists():
+            raise RuntimeError(f"bench: {name} committed micro-batch {batch} before it was killed")
+        if lose_spark_checkpoint:
+            _lose(work, name, dataset)
+        second = subprocess.run(command, stdout=subprocess.PIPE, stderr=output, timeout=TIMEOUT_S,
+                                cwd=Path(__file__).resolve().parent.parent)
+    if second.returncode:
+        raise RuntimeError(f"bench: the restart of {name} after its kill exited {second.returncode}; see {log}")
+    return json.loads(second.stdout.decode().strip().splitlines()[-1])["first_batch_end_s"] - killed_at
+
+
+def _spark_checkpoint(work: Path, name: str, dataset: Dataset) -> Path:
+    """Where Spark checkpoints the run: the query's checkpoint location (native) or the
+    job directory's ``spark`` (``JobDirectory.spark``)."""
+    checkpoint = work / "runs" / f"{name}-{dataset.name}" / "checkpoint"
+    return checkpoint if name.startswith("native") else checkpoint / "spark"
+
+
+def _lose(work: Path, name: str, dataset: Dataset) -> None:
+    from persistent.storage.filesystems import JobStorage
+
+    JobStorage(str(work / "runs" / f"{name}-{dataset.name}" / "checkpoint")).directory().spark_log.delete()
+
+
+def _wait_for_uncommitted_batch(process: subprocess.Popen, spark_checkpoint: Path) -> int:
+    """The micro-batch whose offsets Spark wrote and which it has not committed, once
+    there is one."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"bench: the run to be killed ended first (exit {process.returncode})")
+        started = _batches(spark_checkpoint / "offsets") - _batches(spark_checkpoint / "commits")
+        if started:
+            return max(started)
+        time.sleep(0.05)
+    raise RuntimeError(f"bench: no micro-batch started in {spark_checkpoint} within {TIMEOUT_S} s")
+
+
+def _batches(log: Path) -> set[int]:
+    try:
+        return {int(entry.name) for entry in log.iterdir() if entry.name.isdigit()}
+    except FileNotFoundError:
+        return set()
+
+
+def _run(name: str, work: Path, master: str, dataset: Dataset) -> float:
+    """Runs ``name`` over ``dataset`` with one more file of input, on the directory of its
+    last run; returns when its first micro-batch ended."""
+    from persistent import spark_session
+
+    from bench.spark_runs import ROCKSDB, CountSumVectorized, SparkRuns
+
+    spark = spark_session("bench-killed", master, **{"spark.driver.memory": "6g"})
+    try:
+        runs = SparkRuns(spark, work)
+        if name == "native-rocksdb-scale":
+            return runs.native_again(dataset, name, ROCKSDB)
+        return runs.run_again(runs.job(name, dataset, CountSumVectorized(), fresh=False), dataset)
+    finally:
+        spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.killed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("name", choices=IMPLEMENTATIONS)
+    parser.add_argument("work", type=Path)
+    parser.add_argument("master")
+    parser.add_argument("dataset", help="the data set, as JSON of bench.data.Dataset")
+    args = parser.parse_args(argv)
+    fields = json.loads(args.dataset)
+    dataset = Dataset(**{**fields, "files": tuple(fields["files"])})
+    print(json.dumps({"first_batch_end_s": _run(args.name, args.work, args.master, dataset)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
