@@ -7,7 +7,10 @@ bench.killed``): the first runs it over one more file of input than it has read 
 is killed with its whole process group (SIGKILL) as soon as Spark has written the
 offsets of a micro-batch it has not committed; the second starts it again, as a
 supervisor would, and the figure runs from the kill to the end of the first
-micro-batch the second commits, a JVM and a Spark session started included.
+micro-batch the second commits, a JVM and a Spark session started included. The second
+writes that time to a file; once it has exited, whatever is left of its process group
+is killed too (a JVM left behind by its Python, as one was at 50 million keys, would
+otherwise keep the bench waiting).
 
 Path B loses Spark's checkpoint: it is deleted before the first process (which then
 replays from the checkpoint clock, so it has a micro-batch to be killed in) and again
@@ -42,26 +45,45 @@ def killed_restart(work: Path, name: str, dataset: Dataset, master: str, lose_sp
     in the middle of a micro-batch and starts it again (path B: without Spark's
     checkpoint, ``lose_spark_checkpoint``); returns the seconds from the kill to the end
     of the first micro-batch the restart commits. The processes' output goes to ``log``."""
-    command = [sys.executable, "-m", "bench.killed", name, str(work), master, json.dumps(asdict(dataset))]
+    result = work / f"killed-{name}.json"
+    command = [sys.executable, "-m", "bench.killed", name, str(work), master, json.dumps(asdict(dataset)),
+               str(result)]
     spark_checkpoint = _spark_checkpoint(work, name, dataset)
     if lose_spark_checkpoint:
         _lose(work, name, dataset)
+    result.unlink(missing_ok=True)
     with open(log or os.devnull, "ab") as output:
-        first = subprocess.Popen(command, stdout=output, stderr=output, start_new_session=True,
-                                 cwd=Path(__file__).resolve().parent.parent)
+        first = _start(command, output)
         batch = _wait_for_uncommitted_batch(first, spark_checkpoint)
         killed_at = time.time()
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
+        _kill(first)
         if (spark_checkpoint / "commits" / str(batch)).exists():
             raise RuntimeError(f"bench: {name} committed micro-batch {batch} before it was killed")
         if lose_spark_checkpoint:
             _lose(work, name, dataset)
-        second = subprocess.run(command, stdout=subprocess.PIPE, stderr=output, timeout=TIMEOUT_S,
-                                cwd=Path(__file__).resolve().parent.parent)
-    if second.returncode:
-        raise RuntimeError(f"bench: the restart of {name} after its kill exited {second.returncode}; see {log}")
-    return json.loads(second.stdout.decode().strip().splitlines()[-1])["first_batch_end_s"] - killed_at
+        second = _start(command, output)
+        try:
+            exit_code = second.wait(TIMEOUT_S)
+        finally:
+            _kill(second)
+    if exit_code:
+        raise RuntimeError(f"bench: the restart of {name} after its kill exited {exit_code}; see {log}")
+    return json.loads(result.read_text())["first_batch_end_s"] - killed_at
+
+
+def _start(command: list[str], output) -> subprocess.Popen:
+    """``command`` in a process group of its own (its JVM and Python workers join it)."""
+    return subprocess.Popen(command, stdout=output, stderr=output, start_new_session=True,
+                            cwd=Path(__file__).resolve().parent.parent)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """SIGKILL to ``process``'s group, whatever of it is left."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is gone
+    process.wait()
 
 
 def _spark_checkpoint(work: Path, name: str, dataset: Dataset) -> Path:
@@ -121,10 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("work", type=Path)
     parser.add_argument("master")
     parser.add_argument("dataset", help="the data set, as JSON of bench.data.Dataset")
+    parser.add_argument("result", type=Path, help="where to write when the first micro-batch ended, as JSON")
     args = parser.parse_args(argv)
     fields = json.loads(args.dataset)
     dataset = Dataset(**{**fields, "files": tuple(fields["files"])})
-    print(json.dumps({"first_batch_end_s": _run(args.name, args.work, args.master, dataset)}), flush=True)
+    ended_s = _run(args.name, args.work, args.master, dataset)
+    args.result.write_text(json.dumps({"first_batch_end_s": ended_s}))
     return 0
 
 
