@@ -50,10 +50,11 @@ rows' ids (``_ids``) and their key codes, the ids numbered by first appearance
 (``_codes``, one per row). An update, a roll forward or rows followed look up the ids of
 their new keys only. Folding rows, reading totals, sealing and expiring work on the
 codes; an operation that drops or reorders rows renumbers them as integers, without
-hashing. Ids and codes follow the rule of the columns: replaced, never written into. Without a window the table also marks the rows that
-updates folded messages into (``_touched``), so the totals of the keys a batch touched
-(``take_touched_totals``) need no key hashed either. Neither is encoded: decoded bytes
-start without ids or codes (computed when first needed) and with nothing touched.
+hashing. Ids and codes follow the rule of the columns: replaced, never written into.
+Without a window the table also marks the rows that updates folded messages into
+(``_touched``), so the totals of the keys a batch touched (``take_touched_totals``) need
+no key hashed either. Neither is encoded: decoded bytes start without ids or codes
+(computed when first needed) and with nothing touched.
 """
 
 from __future__ import annotations
@@ -275,7 +276,13 @@ class KeyedTable:
         return first_appearance(self._key_codes()[rows], len(self.keys))
 
     def _with(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ids and key codes of the rows followed by ``keys``: hashes only ``keys``."""
+        """The ids and key codes of the rows followed by ``keys``: hashes only ``keys``.
+
+        Ids are never taken back, so where the table dropped most keys it met (expired,
+        or in windows that closed), it hashes the keys it holds into a fresh set of ids
+        first: a stream of ever new keys keeps memory bounded."""
+        if len(self._key_ids) > 2 * len(self.keys) + 1024:
+            self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
         more = self._key_ids.of(keys)
         return np.concatenate([ids, more]), np.concatenate([codes, codes_on(codes, ids, more, len(self._key_ids))])

@@ -1,5 +1,7 @@
 """Key codes: ``factorize_keys`` numbers keys as pandas does with nulls as keys, and
-``first_rows`` finds where it first met each."""
+``first_rows`` finds where it first met each; ``first_appearance``, ``pair_codes`` and
+``codes_on`` number integers as pandas would without hashing them, and ``KeyIds`` keeps
+each key's id."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from state.key_codes import factorize_keys, first_rows
+from state.key_codes import KeyIds, codes_on, factorize_keys, first_appearance, first_rows, pair_codes
 
 
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
@@ -32,3 +34,32 @@ def test_the_first_row_of_each_key_is_where_factorize_first_met_it(values):
     codes, _ = pd.factorize(np.array(values, dtype=np.int64))
     _, expected = np.unique(codes, return_index=True)
     np.testing.assert_array_equal(first_rows(codes), expected)
+
+
+@given(st.lists(st.integers(0, 40), max_size=60), st.sampled_from([41, 10**6]))
+def test_small_integers_number_by_first_appearance_as_pandas_does_in_slots_or_by_hashing(values, bound):
+    array = np.array(values, dtype=np.int64)
+    np.testing.assert_array_equal(first_appearance(array, bound), pd.factorize(array)[0])
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)), max_size=60), st.sampled_from([31, 10**6]))
+def test_pairs_number_by_first_appearance_as_pandas_does_in_slots_or_group_by_group(pairs, n_codes):
+    codes = np.array([c for c, _ in pairs], dtype=np.int64)
+    groups = np.array([g for _, g in pairs], dtype=np.int64)
+    expected, _ = pd.factorize(codes * 6 + groups)
+    np.testing.assert_array_equal(pair_codes(codes, n_codes, groups, 6), expected)
+
+
+@given(st.lists(st.integers(0, 20), max_size=40), st.lists(st.integers(0, 30), max_size=40))
+def test_codes_of_more_ids_go_on_from_the_rows_as_one_numbering_of_all(ids, more):
+    ids, more = np.array(ids, dtype=np.int64), np.array(more, dtype=np.int64)
+    codes = first_appearance(ids, 31)
+    expected, _ = pd.factorize(np.concatenate([ids, more]))
+    np.testing.assert_array_equal(np.concatenate([codes, codes_on(codes, ids, more, 31)]), expected)
+
+
+def test_a_key_keeps_its_id_every_null_is_one_key_and_new_keys_take_the_next_ids():
+    ids = KeyIds()
+    assert ids.of(np.array(["a", None, "b", float("nan"), "a"], dtype=object)).tolist() == [0, 2, 1, 2, 0]
+    assert ids.of(np.array([7, "b", None, "c"], dtype=object)).tolist() == [3, 1, 2, 4]
+    assert ids.of(["b"]).tolist() == [1] and len(ids) == 5

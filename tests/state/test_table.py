@@ -1296,3 +1296,14 @@ def test_a_null_key_is_one_key_to_get_and_only_whether_none_or_nan():
         assert dict(zip(*moved.totals())) == {None: 2}
     assert dict(zip(*table.only(np.array(["a", "b"], dtype=object)).totals())) == {"a": 1}
     assert len(table.only(np.array([], dtype=object))) == 0
+
+
+def test_ids_of_keys_a_table_dropped_go_with_a_fresh_set_so_ever_new_keys_keep_memory_bounded():
+    table = KeyedTable(Sum(), INTERVAL, ttl_ms=100)
+    for step in range(60):
+        apply(table, [(f"k{step}-{i}", step * 200, 1) for i in range(100)])
+        table.expire(step * 200)
+    # Each step's keys expire at the next; the ids kept are of the keys the table holds
+    # and at most twice as many more, as the set is renewed when it holds that many.
+    assert len(table) == 100 and len(table._key_ids) <= 2 * len(table) + 1024
+    assert totals(table) == {f"k59-{i}": 1 for i in range(100)}
