@@ -14,7 +14,7 @@
 // property of the micro-batch's jobs, and `BatchWatermark` reads it in each task.
 //
 // When a partition's rows hardly share a key and interval, the hash table costs more than
-// it saves: the driver then sets `PartialFold.Property` before Spark plans the next
+// it saves: the driver then sets `Wire.FOLD_PROPERTY` before Spark plans the next
 // micro-batch (a local property of the query's thread), and `PartialFold` is planned as
 // a projection that makes each row a partial of its own.
 //
@@ -58,14 +58,14 @@ import org.apache.spark.sql.execution.aggregate.HashAggregateExec
 import org.apache.spark.sql.execution.arrow.ArrowWriter
 import org.apache.spark.sql.types.{BinaryType, DataType, IntegerType, LongType, StructField, StructType}
 
-/** The micro-batch's watermark in ms, from the local property `BatchWatermark.Property` of
+/** The micro-batch's watermark in ms, from the local property `Wire.WATERMARK_PROPERTY` of
   * the task's job; `Long.MaxValue` (no message is on time, none folds) without one. */
 case class BatchWatermark() extends LeafExpression with Nondeterministic with CodegenFallback {
   @transient private var ms: Long = _
 
   override protected def initializeInternal(partitionIndex: Int): Unit = {
     val context = TaskContext.get()
-    val value = if (context == null) null else context.getLocalProperty(BatchWatermark.Property)
+    val value = if (context == null) null else context.getLocalProperty(Wire.WATERMARK_PROPERTY)
     ms = if (value == null) Long.MaxValue else value.toLong
   }
 
@@ -74,12 +74,8 @@ case class BatchWatermark() extends LeafExpression with Nondeterministic with Co
   override def dataType: DataType = LongType
 }
 
-object BatchWatermark {
-  val Property = "persistent.watermark_ms"
-}
-
 /** The rows of `child` folded per `grouping` within each partition: `folded(i)` is
-  * `functions(i)` ("count", "sum", "max" or "min") of `inputs(i)` over a group's rows. */
+  * `functions(i)` (`Wire.COUNT`, `SUM`, `MAX` or `MIN`) of `inputs(i)` over a group's rows. */
 case class PartialFold(grouping: Seq[Attribute], functions: Seq[String], inputs: Seq[Expression],
                        folded: Seq[Attribute], child: LogicalPlan) extends UnaryNode {
   override def output: Seq[Attribute] = grouping ++ folded
@@ -88,32 +84,28 @@ case class PartialFold(grouping: Seq[Attribute], functions: Seq[String], inputs:
 }
 
 object PartialFold {
-  /** The local property of the planning thread that, `Pass`, plans each row as a partial of its own. */
-  val Property = "persistent.fold"
-  val Pass = "pass"
-
   /** Spark's aggregate function `name` of `input`; each keeps one value, its result. */
   def function(name: String, input: Expression): AggregateFunction = name match {
-    case "count" => Count(Literal(1))
-    case "sum" => Sum(input)
-    case "max" => Max(input)
-    case "min" => Min(input)
+    case Wire.COUNT => Count(Literal(1))
+    case Wire.SUM => Sum(input)
+    case Wire.MAX => Max(input)
+    case Wire.MIN => Min(input)
     case other => throw new IllegalArgumentException(s"PartialFold: no function $other")
   }
 }
 
 /** Plans a `PartialFold` as Spark's partial aggregation, without its shuffle; or, while
-  * the planning thread's `PartialFold.Property` is `PartialFold.Pass`, as the partial of
+  * the planning thread's local property `Wire.FOLD_PROPERTY` is `Wire.PASS`, as the partial of
   * each row on its own: a count of 1, the sum, max or min of its input alone. */
 object PartialFoldStrategy extends SparkStrategy {
   private def passing: Boolean =
-    SparkContext.getActive.flatMap(context => Option(context.getLocalProperty(PartialFold.Property)))
-      .contains(PartialFold.Pass)
+    SparkContext.getActive.flatMap(context => Option(context.getLocalProperty(Wire.FOLD_PROPERTY)))
+      .contains(Wire.PASS)
 
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
     case PartialFold(grouping, functions, inputs, folded, child) if passing =>
       val own = functions.zip(inputs).zip(folded).map { case ((name, input), out) =>
-        val value = if (name == "count") Literal(1L) else Cast(input, out.dataType)
+        val value = if (name == Wire.COUNT) Literal(1L) else Cast(input, out.dataType)
         Alias(value, out.name)(exprId = out.exprId)
       }
       ProjectExec(grouping ++ own, planLater(child)) :: Nil

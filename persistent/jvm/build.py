@@ -1,7 +1,11 @@
 """Builds Spark's half of the fold (``Fold.scala``) with Maven: one jar per Spark minor
 version that ``pom.xml`` has a profile for, beside this file, where the wheel ships them
 and ``persistent.runtime.fold`` loads the one of the running Spark. A jar newer than the
-source and the pom is kept.
+sources and the pom is kept.
+
+What the two halves agree on is defined once, in ``persistent/runtime/fold_wire.py``;
+``wire()`` writes it into ``Wire.scala`` beside ``Fold.scala`` (not kept in the
+repository) before Maven compiles them.
 
 Standard library only: the wheel's build (``setup.py``) and ``make`` run it as a script,
 before the project is installed. It needs Maven (``mvn``) and a JDK 17 or newer.
@@ -10,6 +14,7 @@ before the project is installed. It needs Maven (``mvn``) and a JDK 17 or newer.
 from __future__ import annotations
 
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -17,7 +22,28 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "Fold.scala", HERE / "pom.xml")
+WIRE = HERE.parent / "runtime" / "fold_wire.py"
+SOURCES = (HERE / "Fold.scala", HERE / "pom.xml", WIRE)
+
+
+def wire() -> Path:
+    """Writes ``Wire.scala``: ``object Wire`` with each upper-case string of ``fold_wire.py``
+    under its name (rewritten only when that changes it)."""
+    constants = {name: value for name, value in runpy.run_path(str(WIRE)).items()
+                 if name.isupper() and isinstance(value, str)}
+    lines = [f"// Written by build.py from {WIRE.parent.name}/{WIRE.name}: change that file, not this one.",
+             "package org.apache.spark.sql.persistent", "", "object Wire {",
+             *(f"  val {name} = {_scala_string(value)}" for name, value in constants.items()), "}", ""]
+    path, text = HERE / "Wire.scala", "\n".join(lines)
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def _scala_string(value: str) -> str:
+    if not value.isprintable() or '"' in value or "\\" in value:
+        raise SystemExit(f"{WIRE}: {value!r} cannot be a Scala string as it is")
+    return f'"{value}"'
 
 
 def minors() -> list[str]:
@@ -32,6 +58,7 @@ def jar(minor: str) -> Path:
 
 def build() -> list[Path]:
     """Builds each minor version's jar unless it is newer than the sources; the jars."""
+    wire()
     newest = max(source.stat().st_mtime for source in SOURCES)
     stale = [minor for minor in minors() if not jar(minor).is_file() or jar(minor).stat().st_mtime < newest]
     if stale and shutil.which("mvn") is None:

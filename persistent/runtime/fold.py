@@ -75,6 +75,8 @@ from monoids import Averaged, Count
 from persistent.core.badrecords import BAD_RECORD_COLUMN
 from persistent.core.task import MonoidTask
 from persistent.core.task import MESSAGE_COLUMNS
+from persistent.runtime import fold_wire as wire
+from persistent.runtime.fold_wire import FOLD_PROPERTY, PASS, WATERMARK_PROPERTY
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PACKED,
                                      PACKED_SEQ, PART, PARTIAL, TIMESTAMP, VALUE, Kind, no_message_columns)
 from persistent.runtime.spark import minor_of
@@ -85,11 +87,6 @@ __all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per
 #: Where the jars of Spark's half of the fold are: one per Spark minor version,
 #: ``persistent-fold-spark-X.Y.jar`` (``persistent/jvm/build.py``).
 JARS = Path(__file__).resolve().parent.parent / "jvm"
-#: The local property that carries the micro-batch's watermark to its tasks (``BatchWatermark``).
-WATERMARK_PROPERTY = "persistent.watermark_ms"
-#: The local property of the query's thread that, ``PASS`` when Spark plans a micro-batch,
-#: makes each of its rows a partial of its own (``PartialFold.Property``).
-FOLD_PROPERTY, PASS = "persistent.fold", "pass"
 #: The column of a row's bucket (a message's time when it does not fold).
 _BUCKET = "bucket"
 #: The key and value types a pack carries: those pandas reads from an Arrow column as
@@ -150,7 +147,7 @@ class Folding:
 
 _FOLDS = {
     Count: Fold((), (), finite=False),
-    Averaged: Fold(("sum",), ("double",), finite=True),
+    Averaged: Fold((wire.SUM,), ("double",), finite=True),
 }
 
 
@@ -190,7 +187,7 @@ def folded(rows, fold: Fold, floor_ms: int, bucket_ms: int):
         F.when(~F.col(FOLDED), F.col(VALUE)).alias(VALUE),
     )
     grouping = [GROUP, KIND, KEY, PART, FOLDED, _BUCKET, VALUE, BAD_RECORD_COLUMN, EVENT_TIME]
-    functions = ["count", "max", "min", *fold.functions]
+    functions = [wire.COUNT, wire.MAX, wire.MIN, *fold.functions]
     inputs = [TIMESTAMP, TIMESTAMP, TIMESTAMP, *(f"in_{name}" for name in fold.columns)]
     names = [COUNT, TIMESTAMP, EARLIEST, *fold.columns]
     partial = half.partial(prepared._jdf, *(_array(spark, "java.lang.String", v)

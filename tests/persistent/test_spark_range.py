@@ -38,6 +38,17 @@ def test_the_supported_minors_are_the_range_of_setup_cfg_and_the_jars_the_build_
     assert [jar_of(f"{minor}.9") for minor in SPARK_MINORS] == _build().build()  # built, or up to date
 
 
+def test_what_the_halves_of_the_fold_agree_on_is_defined_once_and_written_into_wire_scala():
+    from persistent.runtime import fold_wire
+
+    constants = {name: value for name, value in vars(fold_wire).items() if name.isupper()}
+    assert set(constants) >= {"WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS", "COUNT", "SUM", "MAX", "MIN"}
+    written = _build().wire().read_text()
+    assert [f'val {name} = "{value}"' in written for name, value in constants.items()] == [True] * len(constants)
+    fold = (JARS / "Fold.scala").read_text()
+    assert [value for value in constants.values() if f'"{value}"' in fold] == []
+
+
 class _Session:
     """A classic session's one attribute the check reads: its Spark version."""
 
