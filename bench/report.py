@@ -1,10 +1,15 @@
 """The benchmark's outputs: a text table, ``results.json``, two plots, and the figures of
 docs/performance.md, written from a ``results.json``:
 
-    python -m bench.report [--results bench/results/results.json] [--doc docs/performance.md] [--check]
+    python -m bench.report [--results bench/results/results.json]
+                           [--scale-results bench/results/scale/results.json]
+                           [--doc docs/performance.md] [--check]
 
-rewrites the part of the document between ``BEGIN`` and ``END`` with the figures of the
-results (``figures``); ``--check`` rewrites nothing and exits 1 if that part differs.
+rewrites the two parts of the document between their marker lines (``markers``) with
+the figures of the results (``figures``): ``results`` those of the benchmark, and
+``scale-results`` those of a run of the case ``scale`` alone at tens of millions of
+keys, which takes about an hour; ``--check`` rewrites nothing and exits 1 if a part
+differs.
 """
 
 from __future__ import annotations
@@ -18,13 +23,20 @@ from pathlib import Path
 from bench.measure import CPU_KINDS, Batch, RunResult
 
 __all__ = ["table", "cpu_table", "write_json", "plot", "read_json", "figures", "with_figures", "trigger",
-           "by_part", "main", "memory_bytes_per_key", "BEGIN", "END"]
+           "by_part", "main", "memory_bytes_per_key", "markers", "with_all_figures", "BEGIN", "END"]
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "results.json"
+SCALE_RESULTS = ROOT / "bench" / "results" / "scale" / "results.json"
 DOC = ROOT / "docs" / "performance.md"
-#: The lines around the figures in the document.
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The lines around the figures ``name`` in the document."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+BEGIN, END = markers("results")
 
 _COLUMNS = ("implementation", "keys", "rows/s", "median batch ms", "driver MB", "workers MB",
             "ckpt KB/batch", "vs native")
@@ -137,12 +149,12 @@ def _case(r: RunResult) -> str:
     return next((case for case in _CASES if r.name.endswith(case)), "")
 
 
-def figures(results: dict) -> str:
+def figures(results: dict, ran_only: bool = False) -> str:
     """The Markdown of a ``results.json`` (``read_json``) for docs/performance.md: the run,
     then a section each for throughput, the cases ``scale``, ``kafka``, ``small``,
     ``latency`` and ``recovery``, and the targets ("Not run." where the results have
-    none). The CPU seconds by kind (``cpu_table``) stay in ``results.json`` and the
-    benchmark's output."""
+    none, or, ``ran_only``, no section). The CPU seconds by kind (``cpu_table``) stay in
+    ``results.json`` and the benchmark's output."""
     runs = results.get("runs", [])
     by_case = {case: [r for r in runs if _case(r) == case] for case in ("", *_CASES)}
     events = ""
@@ -160,20 +172,24 @@ def figures(results: dict) -> str:
         ("Recovery (the case `recovery`)", results.get("recovery") or [], _recovery),
         ("Targets", results.get("targets") or [], _targets),
     )
-    lines = [_the_run(results)]
+    lines = [_the_run(results, bool(by_case[""]))]
     for heading, items, render in sections:
-        lines += ["", f"### {heading}", "", render(items) if items else "Not run."]
+        if items or not ran_only:
+            lines += ["", f"### {heading}", "", render(items) if items else "Not run."]
     return "\n".join(lines)
 
 
-def _the_run(results: dict) -> str:
+def _the_run(results: dict, with_events: bool = True) -> str:
+    """The run's time, machine and versions, master, and (``with_events``) the events of
+    the data sets of its main cases."""
     machine, versions = results.get("machine", {}), results.get("versions", {})
     return (f"One run of `bench/run.py`, {results.get('seconds', 0):,.0f} s: {machine.get('cores', '?')} cores "
             f"({machine.get('cpu', '?')}), {machine.get('memory_gb', '?')} GB, {machine.get('system', '?')}; "
             + ", ".join(f"{name} `{version}`" if " " in str(version) else f"{name} {version}"
                         for name, version in versions.items())
-            + f"; master `{results.get('master', '?')}`, {results.get('events', 0):,} events a data set, "
-            f"{results.get('batch_rows', 0):,} a micro-batch.")
+            + f"; master `{results.get('master', '?')}`, "
+            + (f"{results.get('events', 0):,} events a data set, " if with_events else "")
+            + f"{results.get('batch_rows', 0):,} a micro-batch.")
 
 
 def _small(runs: list[RunResult]) -> str:
@@ -253,13 +269,21 @@ def _goal(target: dict) -> str:
     return (">= " if (measured > goal) == target["met"] else "<= ") + f"{goal:,}"
 
 
-def with_figures(document: str, block: str) -> str:
-    """``document`` with ``block`` between its ``BEGIN`` and ``END`` lines."""
-    head, begin, rest = document.partition(BEGIN + "\n")
-    _, end, tail = rest.partition(END + "\n")
+def with_figures(document: str, block: str, name: str = "results") -> str:
+    """``document`` with ``block`` between its marker lines of ``name``."""
+    first, last = markers(name)
+    head, begin, rest = document.partition(first + "\n")
+    _, end, tail = rest.partition(last + "\n")
     if not begin or not end:
-        raise ValueError(f"the document has no lines {BEGIN} and {END}, in that order")
-    return f"{head}{BEGIN}\n{block}\n{END}\n{tail}"
+        raise ValueError(f"the document has no lines {first} and {last}, in that order")
+    return f"{head}{first}\n{block}\n{last}\n{tail}"
+
+
+def with_all_figures(document: str, results: Path = RESULTS, scale_results: Path = SCALE_RESULTS) -> str:
+    """``document`` with the figures of ``results`` and those of ``scale_results`` (the
+    sections it ran only) in their places."""
+    document = with_figures(document, figures(read_json(results)))
+    return with_figures(document, figures(read_json(scale_results), ran_only=True), "scale-results")
 
 
 def plot(directory: Path, results: list[RunResult]) -> list[Path]:
@@ -306,23 +330,25 @@ def plot(directory: Path, results: list[RunResult]) -> list[Path]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Writes a results.json's figures into docs/performance.md.")
     p.add_argument("--results", type=Path, default=RESULTS, help="the results (default bench/results/results.json)")
+    p.add_argument("--scale-results", type=Path, default=SCALE_RESULTS,
+                   help="the results of the case scale alone (default bench/results/scale/results.json)")
     p.add_argument("--doc", type=Path, default=DOC, help="the document (default docs/performance.md)")
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if the document's figures differ")
     args = p.parse_args(argv)
     document = args.doc.read_text(encoding="utf-8")
     try:
-        updated = with_figures(document, figures(read_json(args.results)))
+        updated = with_all_figures(document, args.results, args.scale_results)
     except ValueError as exc:
         print(f"{args.doc}: {exc}", file=sys.stderr)
         return 1
     if args.check:
         if updated != document:
-            print(f"{args.doc}: its figures are not those of {args.results}: run python -m bench.report",
-                  file=sys.stderr)
+            print(f"{args.doc}: its figures are not those of {args.results} and {args.scale_results}: "
+                  "run python -m bench.report", file=sys.stderr)
             return 1
     elif updated != document:
         args.doc.write_text(updated, encoding="utf-8")
-        print(f"{args.doc}: figures of {args.results}")
+        print(f"{args.doc}: figures of {args.results} and {args.scale_results}")
     return 0
 
 

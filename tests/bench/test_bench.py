@@ -309,17 +309,30 @@ def test_the_figures_give_each_case_its_section_and_say_which_did_not_run(tmp_pa
 
 def test_the_document_takes_the_figures_between_its_markers_and_the_check_tells_a_stale_one(tmp_path, capsys):
     results = _results(tmp_path, [RunResult("native", "uniform", 100, 100, rows_per_s=1_000.0)])
+    (tmp_path / "scale").mkdir()
+    scale = _results(tmp_path / "scale", [RunResult("native-rocksdb-scale", "uniform", 1_000, 100, rows_per_s=500.0)],
+                     scale={"events": [2_000]})
+    begin, end = report.markers("scale-results")
     doc = tmp_path / "performance.md"
-    doc.write_text(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nold figures\n{report.END}\n\nAfter.\n")
-    arguments = ["--results", str(results), "--doc", str(doc)]
+    doc.write_text(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nold figures\n{report.END}\n\nBetween.\n\n"
+                   f"{begin}\nold scale\n{end}\n\nAfter.\n")
+    arguments = ["--results", str(results), "--scale-results", str(scale), "--doc", str(doc)]
     assert report.main([*arguments, "--check"]) == 1
     assert "its figures are not those of" in capsys.readouterr().err
     assert report.main(arguments) == 0
     written = doc.read_text()
     assert written.startswith(f"# Performance\n\nBefore.\n\n{report.BEGIN}\nOne run of ")
-    assert written.endswith(f"\n{report.END}\n\nAfter.\n") and "old figures" not in written
+    assert f"\n{report.END}\n\nBetween.\n\n{begin}\nOne run of " in written
+    assert written.endswith(f"\n{end}\n\nAfter.\n") and "old" not in written
+    # The scale block has the sections its run ran, and its run no events of the main cases.
+    scale_block = written.split(begin)[1]
+    assert "### State that grows (the case `scale`, 2,000 events a data set)" in scale_block
+    assert "Not run." not in scale_block and "events a data set, 100 a micro-batch" not in scale_block
     assert report.main([*arguments, "--check"]) == 0
     assert report.main(arguments) == 0 and doc.read_text() == written  # nothing to change
+    doc.write_text(written.split("Between.")[0])
+    assert report.main([*arguments, "--check"]) == 1
+    assert "has no lines <!-- scale-results:begin --> and <!-- scale-results:end -->" in capsys.readouterr().err
     doc.write_text("# Performance\n")
     assert report.main([*arguments, "--check"]) == 1
     assert "has no lines <!-- results:begin --> and <!-- results:end -->" in capsys.readouterr().err
