@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 from pandas._libs.hashtable import ObjectFactorizer
 
-__all__ = ["factorize_keys", "first_rows", "first_appearance", "pair_codes", "codes_on", "KeyIds"]
+__all__ = ["factorize_keys", "first_rows", "first_appearance", "pair_codes", "codes_on", "KeyIds",
+           "GROUPS_ONE_BY_ONE"]
 
 
 def factorize_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,21 +58,28 @@ def first_appearance(values: np.ndarray, bound: int) -> np.ndarray:
     return (np.cumsum(first_of_row == row) - 1)[first_of_row]
 
 
+#: The most groups ``pair_codes`` numbers one by one, a pass over the rows each.
+GROUPS_ONE_BY_ONE = 8
+
+
 def pair_codes(codes: np.ndarray, n_codes: int, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """``first_appearance`` of the pairs (``codes``, ``groups``), codes below ``n_codes``
     and groups below ``n_groups``. Where the pairs would need too many slots, each group's
-    codes are numbered on their own first (few groups, most rows usually in one), then
-    the pairs by those numbers."""
-    if n_codes * n_groups <= 4 * len(codes) + 1024:
-        return first_appearance(codes.astype(np.int64) * n_groups + groups, n_codes * n_groups)
-    within = np.empty(len(codes), dtype=np.intp)
-    numbered = 0
-    for group in range(n_groups):
-        rows = np.flatnonzero(groups == group)
-        local = first_appearance(codes[rows], n_codes)
-        within[rows] = numbered + local
-        numbered += int(local.max(initial=-1)) + 1
-    return first_appearance(within, numbered)
+    codes are numbered on their own first when the groups are few (a table's buckets
+    without a window: most rows in one), then the pairs by those numbers; else the
+    pairs are hashed."""
+    slots = n_codes * n_groups
+    if slots > 4 * len(codes) + 1024 and n_groups <= GROUPS_ONE_BY_ONE:
+        within = np.empty(len(codes), dtype=np.intp)
+        numbered = 0
+        for group in range(n_groups):
+            rows = np.flatnonzero(groups == group)
+            local = first_appearance(codes[rows], n_codes)
+            within[rows] = numbered + local
+            numbered += int(local.max(initial=-1)) + 1
+        return first_appearance(within, numbered)
+    pairs = codes.astype(np.int64) * n_groups + groups
+    return first_appearance(pairs, slots) if slots <= 4 * len(codes) + 1024 else pd.factorize(pairs)[0]
 
 
 class KeyIds:
@@ -91,8 +99,17 @@ class KeyIds:
         return self._factorizer.get_count()
 
     def of(self, keys: np.ndarray) -> np.ndarray:
-        """The ids of ``keys``, giving new keys the next ones."""
-        ids = self._factorizer.factorize(np.asarray(keys).astype(object, copy=False))
+        """The ids of ``keys``, giving new keys the next ones. A key that cannot be hashed
+        raises, and the ids are as they were."""
+        try:
+            ids = self._factorizer.factorize(np.asarray(keys).astype(object, copy=False))
+        except BaseException:
+            # The keys hashed before the failure are in the table but not counted: the
+            # next new keys would take their ids. Only the counted keys are kept.
+            known = self._factorizer.uniques.to_array()[:len(self)]
+            self._factorizer = ObjectFactorizer(max(1024, len(known)))
+            self._factorizer.factorize(known)
+            raise
         nulls = ids < 0
         if nulls.any():
             ids[nulls] = self._factorizer.factorize(np.array([self._NULL], dtype=object))[0]

@@ -519,6 +519,8 @@ class KeyedTable:
         late count starts at 0, since the messages refused were this table's."""
         table = self.copy()
         table._keep(self._rows_of(np.asarray(keys, dtype=object)))
+        # Ids of its own, not those of every key of this table (its codes stay).
+        table._key_ids, table._ids = KeyIds(), None
         table.late_count = 0
         return table
 

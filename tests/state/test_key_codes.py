@@ -10,7 +10,8 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from state.key_codes import KeyIds, codes_on, factorize_keys, first_appearance, first_rows, pair_codes
+from state.key_codes import (GROUPS_ONE_BY_ONE, KeyIds, codes_on, factorize_keys, first_appearance, first_rows,
+                             pair_codes)
 
 
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
@@ -42,12 +43,14 @@ def test_small_integers_number_by_first_appearance_as_pandas_does_in_slots_or_by
     np.testing.assert_array_equal(first_appearance(array, bound), pd.factorize(array)[0])
 
 
-@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)), max_size=60), st.sampled_from([31, 10**6]))
-def test_pairs_number_by_first_appearance_as_pandas_does_in_slots_or_group_by_group(pairs, n_codes):
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 11)), max_size=60), st.sampled_from([31, 10**6]),
+       st.sampled_from([6, GROUPS_ONE_BY_ONE + 4]))
+def test_pairs_number_by_first_appearance_as_pandas_does_in_slots_group_by_group_or_hashed(pairs, n_codes,
+                                                                                           n_groups):
     codes = np.array([c for c, _ in pairs], dtype=np.int64)
-    groups = np.array([g for _, g in pairs], dtype=np.int64)
-    expected, _ = pd.factorize(codes * 6 + groups)
-    np.testing.assert_array_equal(pair_codes(codes, n_codes, groups, 6), expected)
+    groups = np.array([g % n_groups for _, g in pairs], dtype=np.int64)
+    expected, _ = pd.factorize(codes * n_groups + groups)
+    np.testing.assert_array_equal(pair_codes(codes, n_codes, groups, n_groups), expected)
 
 
 @given(st.lists(st.integers(0, 20), max_size=40), st.lists(st.integers(0, 30), max_size=40))

@@ -1307,3 +1307,24 @@ def test_ids_of_keys_a_table_dropped_go_with_a_fresh_set_so_ever_new_keys_keep_m
     # and at most twice as many more, as the set is renewed when it holds that many.
     assert len(table) == 100 and len(table._key_ids) <= 2 * len(table) + 1024
     assert totals(table) == {f"k59-{i}": 1 for i in range(100)}
+
+
+def test_a_key_that_cannot_be_hashed_fails_its_update_and_no_two_keys_share_an_id_after():
+    table = table_of()
+    apply(table, [("a", 1, 1)])
+    snapshot = table.copy()
+    with pytest.raises(TypeError):
+        table.update(np.array(["b", ["unhashable"]], dtype=object), [2, 3], [10, 100])
+    table = snapshot  # what a key group does when a batch fails
+    apply(table, [("c", 4, 1000)])
+    apply(table, [("b", 5, 10000)])
+    assert totals(table) == {"a": 1, "c": 1000, "b": 10000}
+
+
+def test_a_table_of_some_keys_of_another_keeps_ids_only_for_its_own():
+    table = table_of()
+    apply(table, [(f"k{i}", 1, 1) for i in range(5000)])
+    part = table.only(np.array(["k1", "k2"], dtype=object))
+    assert len(part._key_ids) <= 2  # not the 5,000 of the table it came from
+    apply(part, [("k3", 2, 1)])
+    assert totals(part) == {"k1": 1, "k2": 1, "k3": 1}
