@@ -48,7 +48,7 @@ def first_appearance(values: np.ndarray, bound: int) -> np.ndarray:
     first appearance. Where ``bound`` is not far above the number of values, an array of
     ``bound`` slots finds each value's first row, which costs a fraction of hashing."""
     rows = len(values)
-    if bound > 4 * rows + 1024:
+    if not _slots_fit(bound, rows):
         return pd.factorize(values)[0]
     row = np.arange(rows)
     first = np.full(bound, rows, dtype=np.intp)
@@ -56,6 +56,12 @@ def first_appearance(values: np.ndarray, bound: int) -> np.ndarray:
     first_of_row = first[values]
     # A value's code is the number of first rows before its first row.
     return (np.cumsum(first_of_row == row) - 1)[first_of_row]
+
+
+def _slots_fit(bound: int, rows: int) -> bool:
+    """Whether ``first_appearance`` numbers ``rows`` values below ``bound`` in an array of
+    ``bound`` slots (not far above the rows) rather than by hashing."""
+    return bound <= 4 * rows + 1024
 
 
 #: The most groups ``pair_codes`` numbers one by one, a pass over the rows each.
@@ -67,9 +73,9 @@ def pair_codes(codes: np.ndarray, n_codes: int, groups: np.ndarray, n_groups: in
     and groups below ``n_groups``. Where the pairs would need too many slots, each group's
     codes are numbered on their own first when the groups are few (a table's buckets
     without a window: most rows in one), then the pairs by those numbers; else the
-    pairs are hashed."""
+    pairs are hashed (``first_appearance``)."""
     slots = n_codes * n_groups
-    if slots > 4 * len(codes) + 1024 and n_groups <= GROUPS_ONE_BY_ONE:
+    if not _slots_fit(slots, len(codes)) and n_groups <= GROUPS_ONE_BY_ONE:
         within = np.empty(len(codes), dtype=np.intp)
         numbered = 0
         for group in range(n_groups):
@@ -78,8 +84,7 @@ def pair_codes(codes: np.ndarray, n_codes: int, groups: np.ndarray, n_groups: in
             within[rows] = numbered + local
             numbered += int(local.max(initial=-1)) + 1
         return first_appearance(within, numbered)
-    pairs = codes.astype(np.int64) * n_groups + groups
-    return first_appearance(pairs, slots) if slots <= 4 * len(codes) + 1024 else pd.factorize(pairs)[0]
+    return first_appearance(codes.astype(np.int64) * n_groups + groups, slots)
 
 
 class KeyIds:
