@@ -41,9 +41,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 import count  # noqa: E402
 
 from bench.measure import batches_of, directory_bytes  # noqa: E402
+from bench.spark_runs import delete_spark_checkpoint  # noqa: E402
 from persistent.runtime.delivery import Delivery, Effects  # noqa: E402
 from persistent.sinks.base import Sink  # noqa: E402
-from persistent.storage.filesystems import JobStorage  # noqa: E402
 from persistent.tools.session import spark_session  # noqa: E402
 
 #: The sink's writes that fail (counted from 1, replays too): instead of writing, and after writing.
@@ -155,7 +155,7 @@ def failing_run(spark, args, workdir: Path, delivery: Delivery, lose_spark_check
         if not failed:
             break
         if lose_spark_checkpoint:
-            JobStorage(job.checkpoint_dir).directory().spark_log.delete()
+            delete_spark_checkpoint(job.checkpoint_dir)
     expected = {f"k{k}": len(range(k, args.total, args.keys)) for k in range(args.keys)}
     effects = Effects(expected, totals(workdir))
     # The first start is no restart: each entry describes the start after a failure.

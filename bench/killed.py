@@ -30,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.data import Dataset
+from bench.spark_runs import delete_spark_checkpoint, run_directory
 
 __all__ = ["killed_restart", "IMPLEMENTATIONS"]
 
@@ -39,18 +40,21 @@ IMPLEMENTATIONS = ("native-rocksdb-scale", "vectorized-scale")
 TIMEOUT_S = 3600
 
 
-def killed_restart(work: Path, name: str, dataset: Dataset, master: str, lose_spark_checkpoint: bool = False,
+def killed_restart(work: Path, name: str, dataset: Dataset, master: str, lose: bool = False,
                    log: Path | None = None) -> float:
     """Kills the run ``name`` (one of ``IMPLEMENTATIONS``) over ``dataset`` in ``work``
     in the middle of a micro-batch and starts it again (path B: without Spark's
-    checkpoint, ``lose_spark_checkpoint``); returns the seconds from the kill to the end
+    checkpoint, ``lose``); returns the seconds from the kill to the end
     of the first micro-batch the restart commits. The processes' output goes to ``log``."""
     result = work / f"killed-{name}.json"
     command = [sys.executable, "-m", "bench.killed", name, str(work), master, json.dumps(asdict(dataset)),
                str(result)]
-    spark_checkpoint = _spark_checkpoint(work, name, dataset)
-    if lose_spark_checkpoint:
-        _lose(work, name, dataset)
+    job_checkpoint = run_directory(work, name, dataset) / "checkpoint"
+    # Where Spark checkpoints: the query's checkpoint location (native) or the job
+    # directory's ``spark`` (``JobDirectory.spark``).
+    spark_checkpoint = job_checkpoint if name.startswith("native") else job_checkpoint / "spark"
+    if lose:
+        delete_spark_checkpoint(job_checkpoint)
     result.unlink(missing_ok=True)
     with open(log or os.devnull, "ab") as output:
         first = _start(command, output)
@@ -59,8 +63,8 @@ def killed_restart(work: Path, name: str, dataset: Dataset, master: str, lose_sp
         _kill(first)
         if (spark_checkpoint / "commits" / str(batch)).exists():
             raise RuntimeError(f"bench: {name} committed micro-batch {batch} before it was killed")
-        if lose_spark_checkpoint:
-            _lose(work, name, dataset)
+        if lose:
+            delete_spark_checkpoint(job_checkpoint)
         second = _start(command, output)
         try:
             exit_code = second.wait(TIMEOUT_S)
@@ -84,19 +88,6 @@ def _kill(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass  # the group is gone
     process.wait()
-
-
-def _spark_checkpoint(work: Path, name: str, dataset: Dataset) -> Path:
-    """Where Spark checkpoints the run: the query's checkpoint location (native) or the
-    job directory's ``spark`` (``JobDirectory.spark``)."""
-    checkpoint = work / "runs" / f"{name}-{dataset.name}" / "checkpoint"
-    return checkpoint if name.startswith("native") else checkpoint / "spark"
-
-
-def _lose(work: Path, name: str, dataset: Dataset) -> None:
-    from persistent.storage.filesystems import JobStorage
-
-    JobStorage(str(work / "runs" / f"{name}-{dataset.name}" / "checkpoint")).directory().spark_log.delete()
 
 
 def _wait_for_uncommitted_batch(process: subprocess.Popen, spark_checkpoint: Path) -> int:

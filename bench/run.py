@@ -473,7 +473,7 @@ def _scale_restarts(work: Path, dataset: Dataset, master: str) -> list[dict]:
 
     restarts = []
     for name, path in (("native-rocksdb-scale", "A"), ("vectorized-scale", "A"), ("vectorized-scale", "B")):
-        seconds = killed_restart(work, name, dataset, master, lose_spark_checkpoint=path == "B",
+        seconds = killed_restart(work, name, dataset, master, lose=path == "B",
                                  log=work / "killed.log")
         restarts.append({"implementation": name, "path": path, "keys": dataset.keys, "killed": True,
                          "seconds": round(seconds, 2)})

@@ -22,7 +22,8 @@ from persistent.sinks.base import Sink
 from persistent.storage.filesystems import JobStorage
 from state import NonWindowState, Window, WindowState
 
-__all__ = ["SparkRuns", "WINDOW_STEP_MS", "WINDOW_SIZE_MS", "CHECKPOINT_INTERVAL_MS", "ROCKSDB"]
+__all__ = ["SparkRuns", "run_directory", "delete_spark_checkpoint", "WINDOW_STEP_MS", "WINDOW_SIZE_MS",
+           "CHECKPOINT_INTERVAL_MS", "ROCKSDB"]
 
 CHECKPOINT_INTERVAL_MS = 1_000
 #: Spark's state store in RocksDB with changelog checkpointing, for a native query
@@ -110,7 +111,7 @@ class SparkRuns:
 
     def _directory(self, name: str, dataset: Dataset, fresh: bool = True) -> Path:
         """The directory of the runs of ``name`` over ``dataset``: emptied, if ``fresh``."""
-        directory = self.work / "runs" / f"{name}-{dataset.name}"
+        directory = run_directory(self.work, name, dataset)
         if fresh:
             shutil.rmtree(directory, ignore_errors=True)
             directory.mkdir(parents=True)
@@ -302,7 +303,7 @@ class SparkRuns:
         the restart to the end of its first micro-batch (path A: Spark's checkpoint is
         there; path B: it is lost, so the job restores every task at the clock)."""
         if lose_spark_checkpoint:
-            lose_spark_checkpoint_of(job)
+            delete_spark_checkpoint(job.checkpoint_dir)
         started = time.time()
         return self.run_again(job, dataset) - started
 
@@ -314,9 +315,15 @@ class SparkRuns:
         return _first_batch_end(batches_of(running.query), job.checkpoint_dir, dataset)
 
 
-def lose_spark_checkpoint_of(job: Job) -> None:
-    """Deletes the Spark checkpoint of ``job``'s directory: its restart takes path B."""
-    JobStorage(job.checkpoint_dir).directory().spark_log.delete()
+def run_directory(work: Path, name: str, dataset: Dataset) -> Path:
+    """Where the runs of ``name`` over ``dataset`` keep their input view and checkpoints."""
+    return work / "runs" / f"{name}-{dataset.name}"
+
+
+def delete_spark_checkpoint(checkpoint_dir: str | Path) -> None:
+    """Deletes the Spark checkpoint of the job directory ``checkpoint_dir``: its restart
+    takes path B."""
+    JobStorage(str(checkpoint_dir)).directory().spark_log.delete()
 
 
 def _first_batch_end(batches, what: str, dataset: Dataset) -> float:
