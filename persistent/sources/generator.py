@@ -121,12 +121,14 @@ class GeneratorSource(Source):
             low = settings["first"]
             if -(-(self.total - low) // self.max_rows_per_batch) > MOST_FILES:
                 return False
+        # Spark's file source takes files in the order of their times of modification,
+        # which it reads in milliseconds: each file's must be after the one before.
+        kept = fs.list_files(generated) if fs.exists(generated) else []
+        modified_ms = max((_modified_ms(f) for f in kept if _holds_messages(f.name)), default=-1)
         for start in range(low, self.total, self.max_rows_per_batch):
-            fs.write_atomic(fs.join(generated, f"{start:020d}.parquet"), _parquet(
-                _messages(self.keys, self.step_ms, start, min(start + self.max_rows_per_batch, self.total))))
-            # Spark's file source takes files in the order of their times of
-            # modification, which it reads in milliseconds.
-            time.sleep(_FILE_TIME_STEP_S)
+            modified_ms = _write_after(fs, generated, f"{start:020d}.parquet", _parquet(
+                _messages(self.keys, self.step_ms, start, min(start + self.max_rows_per_batch, self.total))),
+                modified_ms)
         fs.write_atomic(record, json.dumps(settings).encode())
         return True
 
@@ -147,14 +149,36 @@ MOST_FILES = 100
 GENERATED = "generated"
 #: The record of what the files hold, written after them.
 _RECORD = "_generator.json"
-#: The pause after writing a file, so that the next one's time of modification is later.
+#: The pause before writing a file again whose time of modification is not yet later.
 _FILE_TIME_STEP_S = 0.002
+
+
+def _modified_ms(status) -> int:
+    """A file's time of modification as Spark's file source reads it, in milliseconds."""
+    return status.mtime_ns // 1_000_000
+
+
+def _write_after(fs, directory: str, name: str, data: bytes, after_ms: int) -> int:
+    """Writes file ``name`` of ``directory`` until its time of modification is after
+    ``after_ms`` (a file system's clock may step by several milliseconds); returns it."""
+    path = fs.join(directory, name)
+    while True:
+        fs.write_atomic(path, data)
+        modified_ms = next(_modified_ms(f) for f in fs.list_files(directory) if f.name == name)
+        if modified_ms > after_ms:
+            return modified_ms
+        time.sleep(_FILE_TIME_STEP_S)
 
 
 def _files(fs, generated: str) -> list[str]:
     """The names of the generator's files in ``generated`` (not temporary ones, which are hidden)."""
     names = fs.list_names(generated) if fs.exists(generated) else []
-    return [name for name in names if name.endswith(".parquet") and not name.startswith(".")]
+    return [name for name in names if _holds_messages(name)]
+
+
+def _holds_messages(name: str) -> bool:
+    """Whether a file of ``DIR/generated/`` is one of messages (not a temporary one)."""
+    return name.endswith(".parquet") and not name.startswith(".")
 
 
 def _messages(keys: int, step_ms: int, low: int, high: int):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import pyarrow as pa
@@ -19,8 +20,9 @@ from persistent.sources.bounds import AVAILABLE_NOW
 from persistent.sources.generator import MOST_FILES, GeneratorSource, _GeneratorReader, _Range
 from persistent.storage.files_log import FilesLog, InputFileChangedError
 from persistent.storage.filesystems import JobStorage
+from persistent.storage.job_directory import JobDirectory
 from state.errors import CorruptCheckpointError
-from state.fs import TEMP_PREFIX, FileStatus, LocalFileSystem
+from state.fs import TEMP_PREFIX, FileStatus, LocalFileSystem, local_path
 
 
 def rows(reader, start, end):
@@ -253,6 +255,39 @@ def test_a_bounded_generator_in_a_job_writes_its_micro_batches_as_files_oldest_f
     backlog = source.backlog(12, job)
     assert (backlog.begin, backlog.end, backlog.unit) == (-1, 1, "micro-batches")
     assert backlog.position('{"logOffset":1}') - backlog.begin == len(files)
+
+
+class _CoarseClockFileSystem(LocalFileSystem):
+    """A local file system whose times of modification step by 50 ms, as a kernel's
+    coarse clock makes them."""
+
+    STEP_NS = 50_000_000
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        super().write_atomic(path, data)
+        now = time.time_ns() // self.STEP_NS * self.STEP_NS
+        os.utime(local_path(path), ns=(now, now))
+
+
+@dataclass(frozen=True)
+class _CoarseClockJob:
+    root: str
+
+    def directory(self) -> JobDirectory:
+        return JobDirectory(_CoarseClockFileSystem(), self.root)
+
+
+def test_the_generators_files_are_modified_in_their_order_also_where_the_file_systems_clock_is_coarse(tmp_path):
+    # Spark's file source takes files by their time of modification in ms: two of the
+    # same time may come in either order, and the later messages make the earlier late.
+    job = _CoarseClockJob(str(tmp_path / "job"))
+    source = GeneratorSource(keys=3, total=12, max_rows_per_batch=2)
+    assert source._write(0, job)
+    (tmp_path / "job" / "spark" / "offsets").mkdir(parents=True)  # a restart on Spark's checkpoint
+    assert replace(source, total=16)._write(0, job)
+    files = sorted((tmp_path / "job" / "generated").glob("*.parquet"))
+    times = [f.stat().st_mtime_ns // 1_000_000 for f in files]
+    assert len(files) == 8 and times == sorted(set(times))
 
 
 def test_a_restart_on_sparks_checkpoint_reads_the_generators_files_again_with_new_ones_for_a_higher_total(tmp_path):
