@@ -1,8 +1,7 @@
-"""State declarations, windows, the keyed tables that hold state, checkpoint boundaries,
-and the checkpoint and clock stores (depends on ``monoids`` only)."""
+"""State declarations, windows, the keyed tables that hold state, their bytes and
+checkpoint boundaries (depends on ``monoids`` only). Where the bytes are kept, the
+checkpoint and clock stores, is ``persistent.storage``."""
 
-from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockRecord, ClockStore
 from state.errors import (
     CheckpointError,
     ClockError,
@@ -15,7 +14,6 @@ from state.errors import (
     StateValueError,
     StorageError,
 )
-from state.fs import FileSystem, LocalFileSystem
 from state.persistent_state import NonWindowState, PersistentState, WindowState
 from state.table import KeyedTable, WindowResults
 from state.window import SessionWindow, Window
@@ -28,11 +26,6 @@ __all__ = [
     "SessionWindow",
     "KeyedTable",
     "WindowResults",
-    "CheckpointStore",
-    "ClockStore",
-    "ClockRecord",
-    "FileSystem",
-    "LocalFileSystem",
     "StateError",
     "StateValueError",
     "StateTypeError",

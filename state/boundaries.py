@@ -6,9 +6,13 @@ it may be taken once the watermark has reached ``T`` (``KeyedTable.due_checkpoin
 
 from __future__ import annotations
 
+import numbers
+
 from state.errors import StateValueError
 
-__all__ = ["boundary_after", "boundary_at_or_before", "check_interval_ms"]
+__all__ = ["boundary_after", "boundary_at_or_before", "check_interval_ms", "check_time_ms"]
+
+_MAX_TIME_MS = 2**63 - 1
 
 
 def check_interval_ms(interval_ms: object) -> int:
@@ -26,3 +30,16 @@ def boundary_after(timestamp_ms: int, interval_ms: int) -> int:
 def boundary_at_or_before(timestamp_ms: int, interval_ms: int) -> int:
     """The newest checkpoint boundary at or before ``timestamp_ms``."""
     return timestamp_ms // interval_ms * interval_ms
+
+
+def check_time_ms(timestamp_ms: object, what: str = "timestamp_ms") -> int:
+    """``timestamp_ms`` as an ``int`` if it is an integer in ``[0, 2**63)`` ms, else ``StateValueError``."""
+    if type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIME_MS:
+        return timestamp_ms  # the common case, without the costlier checks below
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, numbers.Integral):
+        raise StateValueError(
+            f"{what} must be an int of milliseconds, got {type(timestamp_ms).__name__} {timestamp_ms!r}"
+        )
+    if not 0 <= timestamp_ms <= _MAX_TIME_MS:
+        raise StateValueError(f"{what} must be in [0, 2**63) ms, got {timestamp_ms}")
+    return int(timestamp_ms)

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from monoids.base import Monoid
-from state.checkpoint_store import Stored
 from state.errors import StateValueError
 from state.expiry import check_ttl_ms
 from state.table import KeyedTable
-from state.tables import chain_table, decode_table, table_for
+from state.tables import Stored, chain_table, decode_table, table_for
 from state.window import SessionWindow, Window
 
 __all__ = ["PersistentState", "NonWindowState", "WindowState"]

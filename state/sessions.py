@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from monoids.base import Monoid
-from state.checkpoint_store import check_time_ms
+from state.boundaries import check_time_ms
 from state.table import KeyedTable, WindowResults
 from state.window import SessionWindow
 

@@ -66,8 +66,7 @@ import numpy as np
 import pandas as pd
 
 from monoids import Monoid
-from state.boundaries import boundary_at_or_before, check_interval_ms
-from state.checkpoint_store import check_time_ms
+from state.boundaries import boundary_at_or_before, check_interval_ms, check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, first_appearance, first_rows, pair_codes

@@ -12,16 +12,28 @@ checkpoint stored as changes to an earlier one is decoded from its chain
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from monoids.base import Monoid
-from state.checkpoint_store import Stored
 from state.errors import CorruptCheckpointError, StateValueError
 from state.sessions import SessionTable
 from state.table import KeyedTable
 from state.table_format import TableBytes
 from state.window import SessionWindow, Window
 
-__all__ = ["table_for", "decode_table", "read_table", "chain_table"]
+__all__ = ["Stored", "table_for", "decode_table", "read_table", "chain_table"]
+
+
+class Stored(NamedTuple):
+    """One checkpoint as its file holds it (``CheckpointStore.read``)."""
+
+    time_ms: int
+    #: The CRC32 of its record (``Written.crc``).
+    crc: int
+    #: The state at ``time_ms``: whole, or with a ``base``, the changes to that one.
+    data: bytes
+    #: ``(time_ms, crc)`` of the checkpoint whose state ``data`` changes; None: whole.
+    base: tuple[int, int] | None = None
 
 
 def table_for(

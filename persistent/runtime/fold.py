@@ -73,13 +73,13 @@ import numpy as np
 
 from monoids import Averaged, Count
 from persistent.core.badrecords import BAD_RECORD_COLUMN
-from persistent.core.task import MonoidTask
-from persistent.core.task import MESSAGE_COLUMNS
+from persistent.core.task import MESSAGE_COLUMNS, MonoidTask
 from persistent.runtime import fold_wire as wire
 from persistent.runtime.fold_wire import FOLD_PROPERTY, PASS, WATERMARK_PROPERTY
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, COUNT, EARLIEST, EVENT_TIME, FOLDED, GROUP, KEY, KIND, PACKED,
                                      PACKED_SEQ, PART, PARTIAL, TIMESTAMP, VALUE, Kind, no_message_columns)
 from persistent.runtime.spark import minor_of
+from persistent.storage.fs import LocalFileSystem
 
 __all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per_group", "pack_of", "packed",
            "jar_of", "PACKS", "WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS", "JARS"]
@@ -264,8 +264,10 @@ def load_extension(spark) -> str | None:
     ``spark.jars`` put it there already), and the session's planner. Returns None, or
     why it could not (no fold then)."""
     jar = jar_of(spark.version)
-    if not jar.is_file():
-        built = ", ".join(sorted(p.name for p in JARS.glob("persistent-fold-spark-*.jar"))) or "none"
+    local = LocalFileSystem()
+    if local.kind(str(jar)) != "file":
+        built = ", ".join(name for name in local.list_names(str(JARS))
+                          if name.startswith("persistent-fold-spark-") and name.endswith(".jar")) or "none"
         return f"Spark's half of the fold is not loaded: no {jar.name} in {JARS} (built: {built})"
     jvm = spark.sparkContext._jvm
     try:

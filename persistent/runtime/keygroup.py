@@ -30,10 +30,12 @@ from monoids.base import MonoidError
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.core.task import MESSAGE_COLUMNS, KeyState, Message, PersistentTask, TaskDefinitionError
 from persistent.runtime.rows import Marked, Partials
-from state.checkpoint_store import MAGIC as RECORD_MAGIC
-from state.checkpoint_store import Stored, check_time_ms, decode_record, encode_record
+from persistent.storage.checkpoint_store import MAGIC as RECORD_MAGIC
+from persistent.storage.checkpoint_store import decode_record, encode_record
+from state.boundaries import check_time_ms
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.table import KeyedTable
+from state.tables import Stored
 
 __all__ = ["KeyGroup", "Base", "Taken", "Applied", "WHOLE_EVERY", "whole_every_ms"]
 
@@ -79,7 +81,7 @@ class Base(NamedTuple):
     """A durable checkpoint of a key group, which its state can follow (``KeyGroup.encode``)."""
 
     time_ms: int
-    #: The CRC32 of the checkpoint's record (``state.checkpoint_store.Written.crc``).
+    #: The CRC32 of the checkpoint's record (``persistent.storage.checkpoint_store.Written.crc``).
     crc: int
 
 

@@ -79,9 +79,9 @@ from persistent.core.errors import JobDirectoryInUseError, RestartRefusedError
 from persistent.runtime import stopping
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
+from persistent.runtime.failures import worker_lost
 from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
                                      load_extension, newest_per_group, pack_of, packed)
-from persistent.runtime.failures import worker_lost
 from persistent.runtime.heartbeats import heartbeats
 from persistent.runtime.keygroup import whole_every_ms
 from persistent.runtime.layout import group_slots
@@ -100,11 +100,11 @@ from persistent.sources.base import Source
 from persistent.sources.bounds import SPARK_BOUNDS
 from persistent.storage.dead_letters import DeadLetters
 from persistent.storage.filesystems import JobStorage, UnsupportedFileSystemError, filesystem_for
+from persistent.storage.fs import FileSystem
 from persistent.storage.hadoop_fs import HadoopFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.lease import JobLease
 from state.errors import StorageError
-from state.fs import FileSystem
 from state.persistent_state import PersistentState
 from state.table_format import describe
 from state.window import bucket_ms

@@ -31,9 +31,9 @@ import json
 from dataclasses import dataclass
 
 from persistent.core.errors import RestartRefusedError
+from persistent.storage.clock_store import ClockRecord
 from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from persistent.storage.records import Generation
-from state.clock_store import ClockRecord
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
 
 __all__ = ["RecoveryPath", "Recovery", "plan", "state_partitions", "describe_state"]

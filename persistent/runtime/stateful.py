@@ -36,10 +36,10 @@ from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import (GroupRows, decode, given_watermark_ms, group_watermark_ms, next_watermark_ms,
                                      timeout_ms)
+from persistent.storage.checkpoint_store import Written
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
-from state.checkpoint_store import Written
 from state.errors import StateValueError, StorageError
 
 if TYPE_CHECKING:

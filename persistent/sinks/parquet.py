@@ -8,7 +8,7 @@ import re
 
 from persistent.core.errors import RestartRefusedError
 from persistent.sinks.base import BatchId, Sink, result_columns
-from state.fs import local_path
+from persistent.storage.fs import LocalFileSystem, local_path
 
 __all__ = ["ParquetSink"]
 
@@ -78,7 +78,8 @@ class ParquetSink(Sink):
 
         root = local_path(self.directory)
         files = ds.dataset(root, format="parquet", partitioning="hive").files
-        complete = [f for f in files if os.path.exists(os.path.join(os.path.dirname(f), "_SUCCESS"))]
+        local = LocalFileSystem()
+        complete = [f for f in files if local.exists(os.path.join(os.path.dirname(f), "_SUCCESS"))]
         dataset = ds.dataset(complete, format="parquet", partitioning="hive", partition_base_dir=root)
         return dataset.to_table().to_pandas()
 

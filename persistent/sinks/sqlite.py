@@ -8,6 +8,7 @@ import sqlite3
 from contextlib import contextmanager
 
 from persistent.sinks.base import TransactionalSink
+from persistent.storage.fs import LocalFileSystem
 
 __all__ = ["SQLiteSink"]
 
@@ -21,7 +22,7 @@ class SQLiteSink(TransactionalSink):
 
     @contextmanager
     def _transaction(self):
-        os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
+        LocalFileSystem().mkdirs(os.path.dirname(os.path.abspath(self.database)))
         db = sqlite3.connect(self.database, timeout=60, isolation_level=None)
         try:
             db.execute("BEGIN IMMEDIATE")

@@ -39,7 +39,7 @@ from persistent.sources.base import Backlog, Source
 from persistent.sources.bounds import BoundedReader
 from persistent.storage.files_log import FilesLog, InputFileSystem, listing
 from persistent.storage.filesystems import JobStorage, cached_filesystem
-from state.fs import FileStatus
+from persistent.storage.fs import FileStatus
 
 __all__ = ["FilesSource", "FileFormat", "FILE_SPAN_MS"]
 

@@ -1,4 +1,4 @@
-"""``state.fs.FileSystem`` over object stores, through ``pyarrow.fs``: no JVM needed.
+"""``persistent.storage.fs.FileSystem`` over object stores, through ``pyarrow.fs``: no JVM needed.
 
 Paths are ``s3://BUCKET/KEY`` (or ``s3a://BUCKET/KEY``, the name Spark's Hadoop
 connector gives the same object) and ``gs://BUCKET/KEY`` (or ``gcs://``) URIs.
@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from persistent.core.errors import ConfigError
-from state.fs import FileStatus, FileSystem, storage_error
+from persistent.storage.fs import FileStatus, FileSystem, storage_error
 
 __all__ = ["ArrowFileSystem", "SCHEMES"]
 

@@ -35,7 +35,7 @@ class DeadLetters:
         ``watermark_ms``), oldest batch first."""
         import pandas as pd
 
-        from state.fs import local_path
+        from persistent.storage.fs import local_path
 
         root = local_path(self.directory)
         rows = []

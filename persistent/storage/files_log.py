@@ -27,8 +27,8 @@ from datetime import datetime, timezone
 from typing import BinaryIO, Protocol
 
 from persistent.core.errors import InputError
+from persistent.storage.fs import FileStatus, FileSystem
 from state.errors import CorruptCheckpointError
-from state.fs import FileStatus, FileSystem
 
 __all__ = ["InputFileSystem", "FilesLog", "InputFileChangedError", "listing"]
 

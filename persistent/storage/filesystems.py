@@ -1,7 +1,7 @@
 """The file systems a Python process reaches without a JVM: where key groups write and
 read their checkpoints on the executors, and what the command line reads.
 
-- local paths and ``file://`` URIs: ``state.fs.LocalFileSystem`` (plain Python I/O);
+- local paths and ``file://`` URIs: ``persistent.storage.fs.LocalFileSystem`` (plain Python I/O);
 - ``webhdfs://NAMENODE[:HTTP_PORT]/PATH`` and ``hdfs://NAMENODE[:RPC_PORT]/PATH``:
   ``persistent.storage.webhdfs.WebHdfsFileSystem``, HDFS over HTTP. For ``hdfs://`` the
   NameNode's HTTP address is ``http_address`` when given (a job's
@@ -21,10 +21,10 @@ from urllib.parse import urlparse
 from persistent.core.errors import ConfigError
 from persistent.storage.arrow_fs import ArrowFileSystem
 from persistent.storage.arrow_fs import SCHEMES as ARROW_SCHEMES
+from persistent.storage.fs import FileSystem, LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.webhdfs import SCHEMES as WEBHDFS_SCHEMES
 from persistent.storage.webhdfs import WebHdfsFileSystem
-from state.fs import FileSystem, LocalFileSystem
 
 __all__ = ["UnsupportedFileSystemError", "filesystem_for", "cached_filesystem", "JobStorage"]
 

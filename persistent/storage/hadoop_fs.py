@@ -1,4 +1,4 @@
-"""``state.fs.FileSystem`` on Hadoop's FileSystem API, through the driver's JVM.
+"""``persistent.storage.fs.FileSystem`` on Hadoop's FileSystem API, through the driver's JVM.
 
 The same client Spark uses for its own checkpoint location, so ``hdfs://``,
 ``file://`` and every scheme configured in Hadoop work. Atomic replacement uses
@@ -27,8 +27,8 @@ from contextlib import contextmanager, suppress
 from py4j.java_gateway import is_instance_of
 from py4j.protocol import Py4JJavaError
 
+from persistent.storage.fs import TEMP_PREFIX, FileSystem, storage_error, sync_directory
 from state.errors import NotWritableError
-from state.fs import TEMP_PREFIX, FileSystem, storage_error, sync_directory
 
 __all__ = ["HadoopFileSystem"]
 

@@ -49,6 +49,9 @@ import re
 from typing import TypeVar
 
 from persistent.core.badrecords import BadRecord
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.fs import FileSystem
 from persistent.storage.records import (
     BatchProgress,
     DeliveryPosition,
@@ -60,10 +63,8 @@ from persistent.storage.records import (
     RewindPositions,
 )
 from persistent.storage.spark_log import SparkLog
-from state.checkpoint_store import CheckpointStore, Stored
-from state.clock_store import ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
-from state.fs import FileSystem
+from state.tables import Stored
 
 __all__ = ["JobDirectory", "task_name", "task_index", "stage_directory", "pipeline_stages", "PROGRESS_KEPT"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 
+from persistent.storage.fs import FileSystem
 from state.errors import CorruptCheckpointError
-from state.fs import FileSystem
 
 __all__ = ["SparkLog", "literal_path"]
 

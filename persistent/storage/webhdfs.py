@@ -1,4 +1,4 @@
-"""``state.fs.FileSystem`` over WebHDFS, HDFS's HTTP interface: no JVM needed.
+"""``persistent.storage.fs.FileSystem`` over WebHDFS, HDFS's HTTP interface: no JVM needed.
 
 Paths are ``webhdfs://NAMENODE[:PORT]/PATH`` URIs, with the NameNode's HTTP port
 (9870 when omitted, Hadoop 3's default), or ``hdfs://NAMENODE[:PORT]/PATH`` URIs, with
@@ -31,7 +31,7 @@ from hdfs import InsecureClient
 from hdfs.util import HdfsError
 
 from persistent.core.errors import ConfigError
-from state.fs import TEMP_PREFIX, FileStatus, FileSystem
+from persistent.storage.fs import TEMP_PREFIX, FileStatus, FileSystem
 
 __all__ = ["WebHdfsFileSystem", "DEFAULT_PORT", "SCHEMES"]
 

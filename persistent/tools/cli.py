@@ -34,7 +34,7 @@ from persistent.tools.environment import check_java
 if TYPE_CHECKING:
     from persistent.storage.job_directory import JobDirectory
     from persistent.storage.records import BatchProgress
-    from state.clock_store import ClockRecord
+    from persistent.storage.clock_store import ClockRecord
 
 __all__ = ["main", "parser"]
 
@@ -218,7 +218,7 @@ def _seconds(seconds: float | None) -> str:
 
 def _inspect(args: argparse.Namespace) -> int:
     from persistent.tools.inspection import open_job, read_state, task_names, times_held
-    from state.checkpoint_store import describe_times
+    from persistent.storage.checkpoint_store import describe_times
 
     for module in args.imports:
         _import(module)
@@ -326,7 +326,9 @@ def _split_submit_args(args: list[str]) -> tuple[list[str], str, list[str]]:
 def _application(app: str) -> str:
     """``app`` when it is a file; else, for a name such as ``wordcount``, the file of the
     installed example ``persistent.examples.wordcount``."""
-    if os.path.isfile(app):
+    from persistent.storage.fs import LocalFileSystem
+
+    if LocalFileSystem().kind(app) == "file":
         return app
     examples = _examples()
     if app in examples:

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from persistent.core.errors import JobDirectoryError, JobDirectoryInUseError
+from persistent.storage.checkpoint_store import CheckpointStore, describe_times
+from persistent.storage.clock_store import ClockRecord
 from persistent.storage.filesystems import UnsupportedFileSystemError, filesystem_for
 from persistent.storage.job_directory import JobDirectory, pipeline_stages, task_index, task_name
 from persistent.storage.lease import JobLease
-from state.checkpoint_store import CheckpointStore, describe_times
-from state.clock_store import ClockRecord
 from state.errors import ClockError
 from state.tables import chain_table, read_table
 

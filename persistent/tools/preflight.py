@@ -26,9 +26,9 @@ from persistent.sinks.parquet import ParquetSink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.files import FilesSource
 from persistent.sources.kafka import KafkaSource
+from persistent.storage.fs import LocalFileSystem, local_path
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.lease import check_free
-from state.fs import LocalFileSystem, local_path
 
 if TYPE_CHECKING:
     from persistent.runtime.job import Job
@@ -50,7 +50,7 @@ def check_job(job: Job, master: str | None) -> None:
     nothing."""
     _check_directory_path(job.checkpoint_dir, "checkpoint directory")
     if _local(job.checkpoint_dir) is not None:
-        check_free(JobDirectory(LocalFileSystem(), job.checkpoint_dir))
+        check_free(JobDirectory(_LOCAL, job.checkpoint_dir))
     if isinstance(job.sink, SQLiteSink):
         _check_file_path(job.sink.database, "SQLite database")
     elif isinstance(job.sink, ParquetSink):
@@ -88,6 +88,10 @@ def check_master(master: str, option: str = "--master") -> None:
     raise SetupError(f"{option} {master}: no Spark master answers ({'; '.join(problems)})")
 
 
+#: Where the local paths a job names are looked at.
+_LOCAL = LocalFileSystem()
+
+
 def _local(uri: str) -> str | None:
     """The local path of ``uri``, None when it is on another file system."""
     try:
@@ -99,9 +103,9 @@ def _local(uri: str) -> str | None:
 def _file_on_the_way(path: str) -> str | None:
     """The nearest existing ancestor of ``path`` when it is not a directory."""
     parent = os.path.dirname(path)
-    while parent != os.path.dirname(parent) and not os.path.exists(parent):
+    while parent != os.path.dirname(parent) and not _LOCAL.exists(parent):
         parent = os.path.dirname(parent)
-    return None if os.path.isdir(parent) else parent
+    return None if _LOCAL.kind(parent) == "directory" else parent
 
 
 def _check_directory_path(uri: str, what: str) -> None:
@@ -109,7 +113,7 @@ def _check_directory_path(uri: str, what: str) -> None:
     path = _local(uri)
     if path is None:
         return
-    if os.path.exists(path) and not os.path.isdir(path):
+    if _LOCAL.kind(path) == "file":
         raise ConfigError(f"{what} {uri} is a file, not a directory")
     _check_parents(uri, path, what)
 
@@ -119,7 +123,7 @@ def _check_file_path(uri: str, what: str) -> None:
     path = _local(uri)
     if path is None:
         return
-    if os.path.isdir(path):
+    if _LOCAL.kind(path) == "directory":
         raise ConfigError(f"{what} {uri} is a directory, not a file")
     _check_parents(uri, path, what)
 
@@ -134,7 +138,8 @@ def _check_input_directory(uri: str) -> None:
     path = _local(uri)
     if path is None:
         return
-    if not os.path.exists(path):
+    kind = _LOCAL.kind(path)
+    if kind is None:
         raise ConfigError(f"input directory {uri} does not exist")
-    if not os.path.isdir(path):
+    if kind != "directory":
         raise ConfigError(f"input directory {uri} is a file, not a directory")

@@ -17,6 +17,7 @@ import os
 import time
 
 from persistent.runtime.progress import stderr
+from persistent.storage.fs import LocalFileSystem
 
 __all__ = ["standby_session"]
 
@@ -36,6 +37,6 @@ def standby_session(app_name: str, args):
 
     spark = spark_session(app_name, args.master)
     stderr.line(f"[persistent] standby: Spark started, waiting for {gate}")
-    while not os.path.exists(gate):
+    while not LocalFileSystem().exists(gate):
         time.sleep(_POLL_S)
     return spark

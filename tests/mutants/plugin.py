@@ -24,6 +24,9 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 from mutmut.utils.format_utils import get_module_from_key
 
+#: The tests of the checkpoint and clock stores.
+STORES = tuple(f"tests/persistent/test_{name}.py" for name in ("checkpoint_store", "clock_store", "store_faults",
+                                                                "stores_model"))
 #: The tests of each mutated module.
 TESTS = {
     "state.table": ("tests/state/",),
@@ -31,8 +34,8 @@ TESTS = {
     "state.expiry": ("tests/state/",),
     "state.table_format": ("tests/state/",),
     "state.sessions": ("tests/state/",),
-    "state.checkpoint_store": ("tests/state/",),
-    "state.clock_store": ("tests/state/",),
+    "persistent.storage.checkpoint_store": STORES,
+    "persistent.storage.clock_store": STORES,
     "persistent.runtime.keygroup": ("tests/persistent/test_keygroup.py", "tests/persistent/test_badrecords.py",
                                     "tests/persistent/test_fold.py"),
     "persistent.runtime.stateful": ("tests/persistent/test_stateful.py", "tests/persistent/test_fold.py"),

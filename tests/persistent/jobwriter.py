@@ -26,16 +26,16 @@ from persistent import PersistentTask
 from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.runtime.commit import Commit
 from persistent.runtime.keygroup import whole_every_ms
+from persistent.runtime.recovery import plan
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.stateful import RESULT_COLUMNS, GroupFunction
 from persistent.sinks.base import BatchId, Sink
-from persistent.runtime.recovery import plan
 from persistent.storage.filesystems import JobStorage
+from persistent.storage.fs import FileSystem, LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.records import BatchProgress
 from persistent.tools import cli
 from state import Window, WindowState
-from state.fs import FileSystem, LocalFileSystem
 
 
 class SlidingSum(PersistentTask):

@@ -16,10 +16,10 @@ import pytest
 
 from persistent.examples.count import VectorizedCount
 from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.lease import JobLease, holder
 from persistent.tools import cli
-from state.checkpoint_store import CheckpointStore
-from state.fs import LocalFileSystem
 
 from jobwriter import JobWriter, SlidingSum, run_cli
 

@@ -14,13 +14,13 @@ import pytest
 
 from persistent.core.errors import ConfigError
 from persistent.examples.count import VectorizedCount
+from persistent.runtime.recovery import RecoveryPath, plan
 from persistent.storage import webhdfs
 from persistent.storage.filesystems import JobStorage
-from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.fs import TEMP_PREFIX, LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.webhdfs import WebHdfsFileSystem
 from persistent.tools import cli
-from state.fs import TEMP_PREFIX, LocalFileSystem
 
 from jobwriter import JobWriter, four_batches, run_cli
 

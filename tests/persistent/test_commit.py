@@ -17,14 +17,14 @@ from persistent.examples.count import VectorizedCount
 from persistent.runtime import commit as commit_module
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery
+from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.runtime.reports import GroupReport
 from persistent.sinks.base import BatchId, Sink
-from persistent.runtime.recovery import Recovery, RecoveryPath
+from persistent.storage.clock_store import verify_clock
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory, task_index, task_name
 from persistent.storage.records import DeliveryPosition, RewindPositions
-from state.clock_store import verify_clock
 from state.errors import ClockError
-from state.fs import LocalFileSystem
 
 from jobwriter import CommitTime, JobWriter
 

@@ -10,19 +10,19 @@ import pytest
 from monoids import Count
 from persistent.core.errors import ConfigError
 from persistent.examples.count import MessageCount
+from persistent.runtime import recovery
 from persistent.runtime.delivery import Delivery, Effects, Position, plan, write_effects
 from persistent.runtime.job import Job
 from persistent.runtime.planner import Plan
+from persistent.runtime.recovery import RecoveryPath
 from persistent.sinks.base import BatchId, Sink
 from persistent.sinks.sqlite import SQLiteSink
 from persistent.sources.generator import GeneratorSource
-from persistent.runtime import recovery
-from persistent.runtime.recovery import RecoveryPath
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.records import DeliveryPosition
 from state import Window, WindowState
 from state.errors import CorruptCheckpointError
-from state.fs import LocalFileSystem
 
 AT_MOST, AT_LEAST, EXACTLY = Delivery.AT_MOST_ONCE, Delivery.AT_LEAST_ONCE, Delivery.EXACTLY_ONCE
 

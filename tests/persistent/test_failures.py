@@ -10,8 +10,8 @@ from test_job_directory import progress
 from persistent.core.errors import PythonWorkerLostError
 from persistent.runtime.planner import RunningJob
 from persistent.runtime.recovery import Recovery, RecoveryPath
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
-from state.fs import LocalFileSystem
 
 #: What Spark's StreamingQueryException says, inside pages of stacks, when a task's
 #: Python worker died at each try.

@@ -21,12 +21,12 @@ from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
 from persistent.examples.count import MessageCount, VectorizedCount
 from persistent.runtime.keygroup import Base, KeptCheckpoint, Taken, whole_every_ms
+from persistent.storage.checkpoint_store import CheckpointStore, decode_record, encode_record
+from persistent.storage.fs import LocalFileSystem
 from persistent.tools.testing import TaskTester
 from state import NonWindowState, SessionWindow, Window, WindowState
-from state.checkpoint_store import CheckpointStore, Stored, decode_record, encode_record
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
-from state.fs import LocalFileSystem
-from state.tables import decode_table
+from state.tables import Stored, decode_table
 
 
 class WindowSum(PersistentTask):

@@ -9,6 +9,11 @@ those of lower rooms, never a higher room nor a room beside it (``sources`` and
 above every room; no room imports it. Imports form no cycle, a lazy one inside a
 function included: it closes the loop as soon as the function runs. One for type
 annotations only (under ``if TYPE_CHECKING:``) never runs and is no edge.
+
+Every byte a job keeps goes through one package, ``persistent.storage``: no other
+module, the examples included, calls Python's file functions, imports a module that
+is nothing else, or a method of ``pathlib.Path`` that reads or writes, but the few
+named in ``FILE_SYSTEM_EXCEPTIONS`` with the reason.
 """
 
 from __future__ import annotations
@@ -139,3 +144,95 @@ def test_an_import_inside_a_function_closes_a_cycle_and_one_for_type_checking_do
     (tmp_path / "low.py").write_text("from state.high import High\n")
     (tmp_path / "high.py").write_text(lazy_import)
     assert import_cycle({"state.low": tmp_path / "low.py", "state.high": tmp_path / "high.py"}) == cycle
+
+
+#: Python's ways to a file system: functions by the name they are called with (after
+#: resolving ``import x as y`` and ``from x import y``), modules that are nothing else,
+#: and the methods of ``pathlib.Path`` that no ``persistent.storage.fs.FileSystem`` has.
+FILE_SYSTEM_FUNCTIONS = {
+    "open", "io.open", "os.open", "os.replace", "os.rename", "os.remove", "os.unlink", "os.makedirs", "os.mkdir",
+    "os.rmdir", "os.removedirs", "os.scandir", "os.listdir", "os.walk", "os.stat", "os.lstat", "os.fsync",
+    "os.truncate", "os.link", "os.symlink", "os.utime", "os.chmod", "os.path.exists", "os.path.lexists",
+    "os.path.isfile", "os.path.isdir", "os.path.getsize", "os.path.getmtime", "shutil.copy", "shutil.copy2",
+    "shutil.copyfile", "shutil.copytree", "shutil.move", "shutil.rmtree", "shutil.disk_usage",
+}
+FILE_SYSTEM_MODULES = ("tempfile", "glob", "pyarrow.fs")
+PATH_METHODS = {"read_text", "write_text", "write_bytes", "iterdir", "glob", "rglob", "touch", "is_file", "is_dir",
+                "unlink", "rmdir", "mkdir"}
+#: The only package that touches a file system.
+DURABLE = "persistent.storage"
+#: Modules outside it that touch one, and why they must.
+FILE_SYSTEM_EXCEPTIONS = {
+    "persistent.jvm.build": "builds the install's jars before the project is installed (standard library only)",
+    "persistent.tools.session": "reads the install's Spark defaults, package data that may be inside a zip",
+    "persistent.core.faults": "writes a crash point's marker file, only where a test arms one",
+    "persistent.core.kafka_client": "looks at the truststore a Kafka client names, which Java's keytool reads",
+}
+SCANNED = {**MODULES, **{f"persistent.{module_name(path)}": path for path in sorted((ROOT / "examples").glob("*.py"))},
+           "persistent.jvm.build": ROOT / "persistent" / "jvm" / "build.py"}
+
+
+def file_system_access(path: Path) -> list[str]:
+    """``line: what`` for each way to a file system in the module at ``path``; opening
+    ``os.devnull`` is none."""
+    tree = ast.parse(path.read_text(), str(path))
+    names = {}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                if alias.name.startswith(FILE_SYSTEM_MODULES):
+                    found.append(f"{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            if node.module.startswith(FILE_SYSTEM_MODULES) or (node.module == "pyarrow" and
+                                                               any(a.name == "fs" for a in node.names)):
+                found.append(f"{node.lineno}: from {node.module} import ...")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = _dotted(node.func)
+        if called is not None:
+            head, _, rest = called.partition(".")
+            called = ".".join(filter(None, [names.get(head, head), rest]))
+        devnull = bool(node.args) and _dotted(node.args[0]) == "os.devnull"
+        if called in FILE_SYSTEM_FUNCTIONS and not devnull:
+            found.append(f"{node.lineno}: {called}()")
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in PATH_METHODS:
+            found.append(f"{node.lineno}: .{node.func.attr}()")
+    return found
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and (base := _dotted(node.value)) is not None:
+        return f"{base}.{node.attr}"
+    return None
+
+
+def test_only_the_durable_package_touches_a_file_system():
+    outside = {module: found for module, path in SCANNED.items()
+               if not module.startswith(f"{DURABLE}.") and (found := file_system_access(path))}
+    assert set(outside) == set(FILE_SYSTEM_EXCEPTIONS), "\n".join(
+        f"{SCANNED[module].relative_to(ROOT)}:{line}" for module in sorted(outside.keys() - FILE_SYSTEM_EXCEPTIONS)
+        for line in outside[module])
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("import os\nos.replace('a', 'b')\n", ["2: os.replace()"]),
+    ("from os import path as p\np.exists('a')\n", ["2: os.path.exists()"]),
+    ("import shutil as sh\nsh.rmtree('a')\n", ["2: shutil.rmtree()"]),
+    ("import tempfile\n", ["1: import tempfile"]),
+    ("from pyarrow import fs\n", ["1: from pyarrow import ..."]),
+    ("from pathlib import Path\nPath('a').write_text('b')\n", ["2: .write_text()"]),
+    ("with open('a') as f:\n    pass\n", ["1: open()"]),
+    ("import os\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n", []),
+    ("import os\nos.path.join('a', 'b')\nfs.exists('a')\n", []),
+], ids=["os", "alias-from", "alias-import", "module", "pyarrow-fs", "pathlib", "builtin", "devnull", "none"])
+def test_each_way_to_a_file_system_is_found(tmp_path, source, found):
+    (tmp_path / "module.py").write_text(source)
+    assert file_system_access(tmp_path / "module.py") == found

@@ -18,9 +18,9 @@ import pytest
 
 from persistent.core.errors import JobDirectoryInUseError
 from persistent.storage.filesystems import filesystem_for
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.lease import EXPIRES_AFTER_MS, RENEW_EVERY_MS, JobLease, check_free, holder
-from state.fs import LocalFileSystem
 
 #: Another process that takes the lease of the directory argv[1] (over WebHDFS at
 #: argv[2] when given), renewing every argv[3] ms, expiring after argv[4] ms; prints

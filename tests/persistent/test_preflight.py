@@ -17,10 +17,10 @@ import pytest
 from pyspark import SparkContext
 
 from persistent.core.errors import ConfigError, SetupError
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.storage.lease import JobLease
 from persistent.tools.preflight import check_master
-from state.fs import LocalFileSystem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

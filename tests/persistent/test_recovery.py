@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError
-from state.fs import LocalFileSystem
 
 
 @pytest.fixture

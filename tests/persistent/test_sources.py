@@ -15,14 +15,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles, Rea
 
 from persistent.core.badrecords import BadRecord
 from persistent.core.errors import ConfigError, RestartRefusedError
-from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
 from persistent.sources.bounds import AVAILABLE_NOW
+from persistent.sources.files import _FILES_COLUMNS, FILE_SPAN_MS, FileFormat, FilesSource, _FilesReader
 from persistent.sources.generator import MOST_FILES, GeneratorSource, _GeneratorReader, _Range
 from persistent.storage.files_log import FilesLog, InputFileChangedError
 from persistent.storage.filesystems import JobStorage
+from persistent.storage.fs import TEMP_PREFIX, FileStatus, LocalFileSystem, local_path
 from persistent.storage.job_directory import JobDirectory
 from state.errors import CorruptCheckpointError
-from state.fs import TEMP_PREFIX, FileStatus, LocalFileSystem, local_path
 
 
 def rows(reader, start, end):

@@ -21,14 +21,14 @@ from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, La
 from persistent.core.faults import CrashPoint
 from persistent.examples.count import VectorizedCount
 from persistent.runtime import stateful
+from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import Kind
 from persistent.runtime.stateful import DEAD_LETTERS, GroupFunction, peak_resident_bytes
+from persistent.storage.checkpoint_store import CheckpointStore, decode_record
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
-from persistent.runtime.recovery import Recovery, RecoveryPath
 from state import NonWindowState
-from state.checkpoint_store import CheckpointStore, decode_record
 from state.errors import MissingCheckpointError, StateValueError, StorageError
 from state.tables import read_table
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from pyspark.find_spark_home import _find_spark_home
 
 from persistent.core.faults import CrashPoint
-from state.checkpoint_store import CheckpointStore
-from state.fs import FileSystem, LocalFileSystem
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.fs import FileSystem, LocalFileSystem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory
 from persistent.tools import cli
-from state.fs import LocalFileSystem
 
 pytestmark = pytest.mark.spark
 

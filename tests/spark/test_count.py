@@ -11,10 +11,10 @@ from dataclasses import replace
 import pytest
 
 from persistent.core.errors import RestartRefusedError
+from persistent.storage.checkpoint_store import CheckpointStore, decode_record
+from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import PROGRESS_KEPT
-from state.checkpoint_store import CheckpointStore, decode_record
-from state.clock_store import ClockStore, verify_clock
-from state.fs import LocalFileSystem
 
 pytestmark = pytest.mark.spark
 

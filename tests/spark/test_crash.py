@@ -16,9 +16,9 @@ import pytest
 
 from crash_harness import Crasher, checkpoints_of_changes, python_workers
 from persistent.core.faults import CrashPoint
-from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockStore, verify_clock
-from state.fs import LocalFileSystem
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.fs import LocalFileSystem
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
 

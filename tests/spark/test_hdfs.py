@@ -13,9 +13,9 @@ import pytest
 
 from crash_harness import Crasher
 from persistent.core.faults import CrashPoint
+from persistent.storage.clock_store import verify_clock
 from persistent.storage.job_directory import JobDirectory, task_index
 from persistent.storage.webhdfs import WebHdfsFileSystem
-from state.clock_store import verify_clock
 from test_restore_by_reference import corpus_file, wordcount_sink
 from test_window_average import assert_windows_equal_pandas
 from test_wordcount import expected_counts

@@ -25,8 +25,8 @@ from crash_harness import Crasher
 from jvm_servers import kafka_connector
 from kafka_topics import Topic, spread
 from persistent.core.faults import CrashPoint
-from state.clock_store import ClockStore
-from state.fs import LocalFileSystem
+from persistent.storage.clock_store import ClockStore
+from persistent.storage.fs import LocalFileSystem
 from test_crash import assert_clock_names_durable_checkpoints
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]

@@ -13,12 +13,12 @@ import pytest
 
 from crash_harness import checkpoints_of_changes
 from persistent.core.errors import RestartRefusedError
-from persistent.runtime.layout import group_slots, slot_group
 from persistent.runtime import recovery
+from persistent.runtime.layout import group_slots, slot_group
 from persistent.runtime.planner import CHECKPOINT_FILE_MANAGER, KEY_GROUPS_PER_CORE
 from persistent.runtime.recovery import RecoveryPath
-from state.clock_store import ClockStore
-from state.fs import LocalFileSystem
+from persistent.storage.clock_store import ClockStore
+from persistent.storage.fs import LocalFileSystem
 
 pytestmark = pytest.mark.spark
 

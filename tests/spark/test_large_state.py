@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from crash_harness import Crasher
 
-from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockStore
-from state.fs import LocalFileSystem
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.clock_store import ClockStore
+from persistent.storage.fs import LocalFileSystem
 from state.tables import chain_table, read_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]

@@ -25,9 +25,9 @@ from test_wordcount import expected_counts
 
 from persistent.core.faults import CrashPoint
 from persistent.runtime.recovery import RecoveryPath
-from state.checkpoint_store import decode_record
-from state.clock_store import ClockStore
-from state.fs import TEMP_PREFIX, LocalFileSystem
+from persistent.storage.checkpoint_store import decode_record
+from persistent.storage.clock_store import ClockStore
+from persistent.storage.fs import TEMP_PREFIX, LocalFileSystem
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]
 

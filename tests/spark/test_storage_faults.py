@@ -13,13 +13,13 @@ from dataclasses import replace
 
 import pytest
 
-from persistent.storage.hadoop_fs import HadoopFileSystem
 from persistent.runtime.recovery import RecoveryPath, plan
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.fs import TEMP_PREFIX, LocalFileSystem
+from persistent.storage.hadoop_fs import HadoopFileSystem
 from persistent.storage.job_directory import JobDirectory
-from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockStore, verify_clock
 from state.errors import ClockError, CorruptCheckpointError, NoSpaceError, NotWritableError, StorageError
-from state.fs import TEMP_PREFIX, LocalFileSystem
 
 pytestmark = pytest.mark.spark
 

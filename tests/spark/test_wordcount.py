@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from persistent.sources.files import FILE_SPAN_MS
-from persistent.storage.files_log import InputFileChangedError
 from persistent.runtime.recovery import RecoveryPath
-from state.clock_store import ClockStore
-from state.fs import LocalFileSystem
+from persistent.sources.files import FILE_SPAN_MS
+from persistent.storage.clock_store import ClockStore
+from persistent.storage.files_log import InputFileChangedError
+from persistent.storage.fs import LocalFileSystem
 
 pytestmark = pytest.mark.spark
 

@@ -13,10 +13,10 @@ import os
 
 import pytest
 
-from state.checkpoint_store import CheckpointStore
-from state.clock_store import ClockStore, verify_clock
+from persistent.storage.checkpoint_store import CheckpointStore
+from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.fs import TEMP_PREFIX, LocalFileSystem, storage_error
 from state.errors import NoSpaceError, NotWritableError, StorageError
-from state.fs import TEMP_PREFIX, LocalFileSystem, storage_error
 
 TASKS = ("group-00000", "group-00001")
 

@@ -33,7 +33,6 @@ as empty state.
 
 from __future__ import annotations
 
-import numbers
 import re
 import struct
 import zlib
@@ -42,16 +41,16 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from persistent.storage.fs import FileSystem
+from state.boundaries import check_time_ms
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
-from state.fs import FileSystem
+from state.tables import Stored
 
 __all__ = [
     "CheckpointStore",
     "Written",
-    "Stored",
     "encode_record",
     "decode_record",
-    "check_time_ms",
     "describe_times",
     "MAGIC",
     "FORMAT_VERSION",
@@ -64,7 +63,6 @@ _RESTORE_OLDER = "rewind the clock (ClockStore.rewind) to an older clock whose c
 
 _HEADER = struct.Struct(">4sHqQI")  # magic, version, timestamp ms, payload length, crc32
 _CRC_OFFSET = _HEADER.size - 4
-_MAX_TIME_MS = 2**63 - 1
 _TIME_DIGITS = 22
 _SUFFIX = ".ckpt"
 _NAME = re.compile(rf"(\d{{{_TIME_DIGITS}}}){re.escape(_SUFFIX)}")
@@ -76,19 +74,6 @@ _COMPRESSED_MAGIC = b"PZST"
 _COMPRESSED_VERSION = 1
 _COMPRESSED = struct.Struct(">4sHQ")  # magic, version, length of the data
 _CODEC = "zstd"
-
-
-def check_time_ms(timestamp_ms: object, what: str = "timestamp_ms") -> int:
-    """``timestamp_ms`` as an ``int`` if it is an integer in ``[0, 2**63)`` ms, else ``StateValueError``."""
-    if type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIME_MS:
-        return timestamp_ms  # the common case, without the costlier checks below
-    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, numbers.Integral):
-        raise StateValueError(
-            f"{what} must be an int of milliseconds, got {type(timestamp_ms).__name__} {timestamp_ms!r}"
-        )
-    if not 0 <= timestamp_ms <= _MAX_TIME_MS:
-        raise StateValueError(f"{what} must be in [0, 2**63) ms, got {timestamp_ms}")
-    return int(timestamp_ms)
 
 
 def _crc(header_prefix: bytes, payload: bytes) -> int:
@@ -169,18 +154,6 @@ class Written(NamedTuple):
 
     size: int
     crc: int
-
-
-class Stored(NamedTuple):
-    """One checkpoint as its file holds it (``CheckpointStore.read``)."""
-
-    time_ms: int
-    #: The CRC32 of its record (``Written.crc``).
-    crc: int
-    #: The state at ``time_ms``: whole, or with a ``base``, the changes to that one.
-    data: bytes
-    #: ``(time_ms, crc)`` of the checkpoint whose state ``data`` changes; None: whole.
-    base: tuple[int, int] | None = None
 
 
 class CheckpointStore:

@@ -21,9 +21,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from profiles import examples
 
-from state.checkpoint_store import CheckpointStore, encode_record
-from state.clock_store import ClockStore, verify_clock
-from state.fs import TEMP_PREFIX, LocalFileSystem
+from persistent.storage.checkpoint_store import CheckpointStore, encode_record
+from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.fs import TEMP_PREFIX, LocalFileSystem
 
 TASKS = ("group-0000", "group-0001", "group-0002")
 INTERVAL_MS = 10

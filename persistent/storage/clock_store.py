@@ -5,7 +5,7 @@ durable checkpoint; a restarted job restores every task's checkpoint at exactly
 ``T``. It is written only after those checkpoints are durable, and it never moves
 backwards except by a deliberate ``rewind``.
 
-Layout under ``root`` (each file one record of ``state.checkpoint_store``'s format,
+Layout under ``root`` (each file one record of ``persistent.storage.checkpoint_store``'s format,
 stamped with the clock, holding the ``ClockRecord`` as JSON)::
 
     clock                                         the current record
@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from types import MappingProxyType
 
-from state.checkpoint_store import CheckpointStore, check_time_ms, decode_record, encode_record
+from persistent.storage.checkpoint_store import CheckpointStore, decode_record, encode_record
+from persistent.storage.fs import FileSystem
+from state.boundaries import check_time_ms
 from state.errors import ClockError, CorruptCheckpointError, StateValueError
-from state.fs import FileSystem
 
 __all__ = ["ClockRecord", "ClockStore", "verify_clock"]
 

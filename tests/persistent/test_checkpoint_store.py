@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from state.checkpoint_store import (
+from persistent.storage.checkpoint_store import (
     FORMAT_VERSION,
     MAGIC,
     CheckpointStore,
@@ -17,8 +17,8 @@ from state.checkpoint_store import (
     describe_times,
     encode_record,
 )
+from persistent.storage.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateTypeError, StateValueError
-from state.fs import TEMP_PREFIX, FileSystem, LocalFileSystem
 
 TASK = "group-0007"
 

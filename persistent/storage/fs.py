@@ -1,8 +1,13 @@
-"""The small file-system interface the checkpoint and clock stores are written against.
+"""The one file-system interface every byte a job keeps goes through: checkpoints, the
+clock, the job directory's records, the lease, the logs and the dead letters.
 
-``LocalFileSystem`` serves local paths and ``file://`` URIs in pure Python. The Spark
-runtime implements the same interface with Hadoop's FileSystem API, so the stores
-work unchanged on ``hdfs://`` (and every other scheme Hadoop knows).
+``LocalFileSystem`` serves local paths and ``file://`` URIs in plain Python; the
+others implement the same interface: ``webhdfs.WebHdfsFileSystem`` (HDFS over HTTP),
+``arrow_fs.ArrowFileSystem`` (object stores, through ``pyarrow.fs``) and, on the
+driver, ``hadoop_fs.HadoopFileSystem`` (Hadoop's API through Spark's JVM). pyarrow's
+file systems serve the object stores only: its local one has no ``fsync`` and no
+exclusive create, which durable writes and the lease need, and its HDFS one needs
+libhdfs and a JVM in every Python process.
 
 Paths are strings joined with ``/``. Writes are atomic: ``write_atomic`` writes to a
 temporary name in the same directory, makes it durable, then renames it over the
@@ -216,6 +221,12 @@ class LocalFileSystem(FileSystem):
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))
+
+    def kind(self, path: str) -> str | None:
+        """What ``path`` is (following links): ``"directory"``, ``"file"``, or None
+        when nothing is there."""
+        target = local_path(path)
+        return "directory" if os.path.isdir(target) else "file" if os.path.exists(target) else None
 
     def list_names(self, path: str) -> list[str]:
         try:

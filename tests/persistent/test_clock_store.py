@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from state.checkpoint_store import CheckpointStore, decode_record, encode_record
-from state.clock_store import ClockRecord, ClockStore, verify_clock
+from persistent.storage.checkpoint_store import CheckpointStore, decode_record, encode_record
+from persistent.storage.clock_store import ClockRecord, ClockStore, verify_clock
+from persistent.storage.fs import TEMP_PREFIX, LocalFileSystem
 from state.errors import ClockError, CorruptCheckpointError, MissingCheckpointError, StateValueError
-from state.fs import TEMP_PREFIX, LocalFileSystem
 
 
 @pytest.fixture
