@@ -1,5 +1,6 @@
 """``ArrowFileSystem`` (``s3://``, ``gs://`` through ``pyarrow.fs``) and a job directory
-on an object store, against an S3 server on loopback (the ``s3`` fixture)."""
+on an object store, against an S3 server on loopback (the ``s3`` fixture); the
+contract every file system holds is ``test_filesystems.py``."""
 
 from __future__ import annotations
 
@@ -14,34 +15,6 @@ from persistent.tools import cli
 from state.errors import StorageError
 
 from jobwriter import JobWriter, four_batches, run_cli
-
-
-def test_objects_are_written_read_listed_and_deleted(s3):
-    fs = ArrowFileSystem(s3)
-    fs.write_atomic(f"{s3}/jobs/a/x/one", b"first")
-    fs.write_atomic(f"{s3}/jobs/a/two", b"\x00\xff" * 1000)
-    assert fs.read_bytes(f"{s3}/jobs/a/x/one") == b"first"
-    assert fs.read_bytes(f"{s3}/jobs/a/two") == b"\x00\xff" * 1000
-    assert fs.list_names(f"{s3}/jobs/a") == ["two", "x"]
-    assert fs.list_names(f"{s3}/jobs/nothing") == []
-    assert fs.exists(f"{s3}/jobs/a/x") and fs.exists(f"{s3}/jobs/a/two") and not fs.exists(f"{s3}/jobs/b")
-    fs.mkdirs(f"{s3}/jobs/empty/deeper")
-    assert fs.exists(f"{s3}/jobs/empty/deeper")
-    fs.replace(f"{s3}/jobs/a/two", f"{s3}/jobs/b/two")
-    assert fs.list_names(f"{s3}/jobs/a") == ["x"] and fs.read_bytes(f"{s3}/jobs/b/two") == b"\x00\xff" * 1000
-    fs.delete(f"{s3}/jobs/a/x")
-    fs.delete(f"{s3}/jobs/a/never")
-    assert not fs.exists(f"{s3}/jobs/a/x")
-    with pytest.raises(FileNotFoundError, match=f"{s3}/jobs/a/x/one does not exist"):
-        fs.read_bytes(f"{s3}/jobs/a/x/one")
-
-
-def test_a_write_replaces_the_object_whole(s3):
-    fs = ArrowFileSystem(s3)
-    fs.write_atomic(f"{s3}/clock/clock", b"old" * 1000)
-    fs.write_atomic(f"{s3}/clock/clock", b"new")
-    assert fs.read_bytes(f"{s3}/clock/clock") == b"new"
-    assert fs.list_names(f"{s3}/clock") == ["clock"]  # nothing temporary beside it
 
 
 def test_a_missing_bucket_is_a_storage_error_naming_the_uri(s3_server):
