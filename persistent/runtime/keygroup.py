@@ -17,27 +17,26 @@ whole leaves the group as it was.
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from monoids.base import MonoidError
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.core.task import MESSAGE_COLUMNS, KeyState, Message, PersistentTask, TaskDefinitionError
+from persistent.runtime.group_state import CHECKPOINT, STATE, Base, decode_state, encode_state
 from persistent.runtime.rows import Marked, Partials
-from persistent.storage.checkpoint_store import MAGIC as RECORD_MAGIC
-from persistent.storage.checkpoint_store import decode_record, encode_record
 from state.boundaries import check_time_ms
 from state.errors import CorruptCheckpointError, MissingCheckpointError, StateValueError
 from state.table import KeyedTable
 from state.tables import Stored
 
-__all__ = ["KeyGroup", "Base", "Taken", "Applied", "WHOLE_EVERY", "whole_every_ms"]
+if TYPE_CHECKING:
+    from persistent.runtime.stateful import KeptCheckpoint
+
+__all__ = ["KeyGroup", "Taken", "Applied", "WHOLE_EVERY", "whole_every_ms"]
 
 #: A key group's checkpoint holds only the keys changed since its last one
 #: (``KeyedTable.checkpoint_changes``) when that one is durable, the changes since the
@@ -55,74 +54,6 @@ WHOLE_EVERY = 100
 def whole_every_ms(interval_ms: int) -> int:
     """The span, in ms of event time, that no chain of a key group's checkpoints crosses."""
     return WHOLE_EVERY * interval_ms
-
-#: A key group's state (``KeyGroup.encode``) is a record of ``encode_record``: magic
-#: ``PCKP``, version, time, length and a CRC32 over them and the payload, which checks
-#: the compressed bytes before zstd reads them. The record's time is 0 for a whole
-#: state: its payload is the size of the table's bytes (``_STATE_SIZE``, which
-#: ``pa.decompress`` needs), then the table's bytes compressed with ``_STATE_CODEC``.
-#: A state that follows the group's checkpoint at ``T`` (``T`` > 0: no checkpoint is at
-#: 0) has the time ``T``; its payload is the CRC32 of that checkpoint's record and the
-#: size (``_FOLLOWING``), then compressed the bytes of the rows since the checkpoint
-#: (``KeyedTable.encode_since_checkpoint``).
-_STATE_SIZE = struct.Struct(">Q")
-_FOLLOWING = struct.Struct(">IQ")
-_STATE_CODEC = "zstd"
-_STATE = "key group state"
-_CHECKPOINT = "key group checkpoint"
-_STATE_REMEDY = "delete DIR/spark/ to restart the job from the clock (path B)"
-#: The frame of the versions before the record: a magic, the size and the CRC32 of the
-#: table's bytes, then the table's bytes compressed with ``_STATE_CODEC``.
-_EARLIER_FRAME = struct.Struct(">4sQI")
-_EARLIER_MAGIC = b"PKGZ"
-
-
-class Base(NamedTuple):
-    """A durable checkpoint of a key group, which its state can follow (``KeyGroup.encode``)."""
-
-    time_ms: int
-    #: The CRC32 of the checkpoint's record (``persistent.storage.checkpoint_store.Written.crc``).
-    crc: int
-
-
-def _decompressed(data: bytes) -> tuple[Base | None, bytes]:
-    """The checkpoint a key group's state (``KeyGroup.encode``) follows, if any, and its
-    table's bytes (whole, or since that checkpoint); or the table's bytes in the state
-    of an earlier version: the ``_EARLIER_FRAME``, or the table's bytes as they are.
-
-    The state is read through a memoryview, without copies: the CRC32 of the record
-    checks the compressed bytes before zstd reads them (zstd's frames carry no checksum
-    here: a flipped bit could decompress to other bytes)."""
-    view = memoryview(data)
-    if view[:len(RECORD_MAGIC)] == RECORD_MAGIC:
-        time_ms, payload = decode_record(view, _STATE, _STATE_REMEDY)
-        frame = _FOLLOWING if time_ms else _STATE_SIZE
-        if len(payload) < frame.size:
-            raise CorruptCheckpointError(f"{_STATE}: {len(payload)} bytes are too short for its size")
-        *crc, size = frame.unpack_from(payload)
-        return Base(time_ms, *crc) if time_ms else None, _decompress(payload[frame.size:], size)
-    if view[:len(_EARLIER_MAGIC)] == _EARLIER_MAGIC:
-        if len(view) < _EARLIER_FRAME.size:
-            raise CorruptCheckpointError(f"{_STATE}: {len(view)} bytes are too short for its frame")
-        _, size, crc = _EARLIER_FRAME.unpack_from(view)
-        table = _decompress(view[_EARLIER_FRAME.size:], size)
-        if zlib.crc32(table) != crc:
-            raise CorruptCheckpointError(f"{_STATE}: its bytes do not match their CRC32")
-        return None, table
-    return None, data  # the table's bytes, as the earliest versions kept them (or damaged: decode_table says)
-
-
-def _compress(data: bytes) -> bytes:
-    return pa.compress(data, codec=_STATE_CODEC, asbytes=True)
-
-
-def _decompress(compressed: memoryview, size: int) -> bytes:
-    """The ``size`` bytes ``compressed`` holds; ``CorruptCheckpointError`` when they do not decompress."""
-    try:
-        return pa.decompress(compressed, decompressed_size=size, codec=_STATE_CODEC, asbytes=True)
-    except (OSError, ValueError, OverflowError, MemoryError) as exc:  # the last two: a damaged size
-        raise CorruptCheckpointError(f"{_STATE}: its {_STATE_CODEC} bytes do not decompress: {exc}") from exc
-
 
 class Taken(NamedTuple):
     """The checkpoint ``KeyGroup.advance`` took."""
@@ -237,36 +168,6 @@ class _KeyState(KeyState):
         self.bad += self.group._update(updates, self.messages, self.mode)
 
 
-class KeptCheckpoint:
-    """The checkpoint of one key group a process decoded last (``KeyGroup.decode``).
-
-    A group's state in Spark follows its newest checkpoint (``KeyGroup.encode``), and
-    each micro-batch would read and decode that checkpoint again. Kept, it serves the
-    next decoding in the same process only for the very checkpoint it was decoded
-    from: the same time and CRC32 of its record (what ``JobDirectory.restore`` checks
-    the file against), state and interval. Another one (a replayed micro-batch's,
-    one written again by a rewind or a rescale, another job's) is read and replaces
-    it; when that one's chain holds only changes after the kept one, those are read
-    and rolled forward from it. The table kept is never changed: a decoded group
-    works on a copy (``PersistentState.follow``)."""
-
-    def __init__(self) -> None:
-        self._identity: tuple | None = None
-        self._table: KeyedTable | None = None
-
-    def table(self, spec, interval_ms: int, base: Base,
-              read: Callable[[Base | None], Sequence[Stored]]) -> KeyedTable:
-        """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or the chain
-        ``read(known)`` returns (``CheckpointStore.recover``), where ``known`` is the
-        checkpoint kept, if it is of the same state and interval."""
-        identity = (base.time_ms, base.crc, spec, interval_ms)
-        if self._identity != identity:
-            start = self._table if self._identity is not None and self._identity[2:] == identity[2:] else None
-            known = Base(*self._identity[:2]) if start is not None else None
-            self._table, self._identity = spec.restore(interval_ms, read(known), start, _CHECKPOINT), identity
-        return self._table
-
-
 class KeyGroup:
     """The states of one key group and the task that updates them."""
 
@@ -297,7 +198,7 @@ class KeyGroup:
         (``CheckpointStore.recover``), which its next checkpoint may change."""
         checkpoint = chain[-1]
         group = cls(task, interval_ms, checkpoint.time_ms)
-        group.table = group.spec.restore(interval_ms, chain, what=_CHECKPOINT)
+        group.table = group.spec.restore(interval_ms, chain, what=CHECKPOINT)
         group.checkpointed(Base(checkpoint.time_ms, checkpoint.crc))
         return group
 
@@ -308,20 +209,20 @@ class KeyGroup:
         kept: KeptCheckpoint | None = None,
     ) -> KeyGroup:
         """A group from ``encode`` bytes (the runtime's per-batch state), or from the
-        state of an earlier version (``_decompressed``). A state that follows a
+        state of an earlier version (``decode_state``). A state that follows a
         checkpoint reads it with ``checkpoints(time_ms, crc, known)``, which returns the
         chain of the group's checkpoint at ``time_ms`` when its record's CRC32 is ``crc``
         (after ``known``, a checkpoint held decoded), and raises
         ``MissingCheckpointError`` or ``CorruptCheckpointError`` saying what to do
         otherwise (``persistent.storage.job_directory.JobDirectory.restore``); with
         ``kept``, only when that does not hold the checkpoint decoded already."""
-        base, table = _decompressed(data)
+        base, table = decode_state(data)
         group = cls(task, interval_ms, floor_ms)
         if base is None:
-            group.table = group.spec.build(interval_ms, table, what=_STATE)
+            group.table = group.spec.build(interval_ms, table, what=STATE)
             return group
         if checkpoints is None:
-            raise StateValueError(f"the {_STATE} follows its checkpoint at {base.time_ms} ms: "
+            raise StateValueError(f"the {STATE} follows its checkpoint at {base.time_ms} ms: "
                                   "decoding it needs the group's checkpoints")
 
         def read(known: Base | None) -> Sequence[Stored]:
@@ -329,37 +230,33 @@ class KeyGroup:
 
         try:
             if kept is None:
-                checkpoint = group.spec.restore(interval_ms, read(None), what=_CHECKPOINT)
+                checkpoint = group.spec.restore(interval_ms, read(None), what=CHECKPOINT)
             else:
                 checkpoint = kept.table(group.spec, interval_ms, base, read)
-            group.table = group.spec.follow(checkpoint, interval_ms, table, what=_STATE)
+            group.table = group.spec.follow(checkpoint, interval_ms, table, what=STATE)
         except (CorruptCheckpointError, MissingCheckpointError) as exc:
-            exc.add_note(f"The {_STATE} in Spark's state store follows the checkpoint at {base.time_ms} ms.")
+            exc.add_note(f"The {STATE} in Spark's state store follows the checkpoint at {base.time_ms} ms.")
             raise
         group.base = base
         return group
 
     def encode(self) -> bytes:
-        """The state of the group, a record (``encode_record``, with its CRC32) of
-        compressed table bytes. Spark's state store keeps these bytes, and Spark hands
-        them to Python through its pickler, which copies a binary value one byte at a
-        time: a quarter of the bytes is a quarter of the work.
+        """The state of the group, the bytes Spark's state store keeps
+        (``persistent.runtime.group_state.encode_state``).
 
         When the table's rows before its last checkpoint are those of a durable
         checkpoint (``checkpointed``), the state follows it: only the rows since then
-        (``KeyedTable.encode_since_checkpoint``) and the checkpoint's time and CRC32
-        (``_FOLLOWING``), so a micro-batch hands Spark what changed since the group's
-        last checkpoint, not every key it holds. Else the whole table (``_STATE_SIZE``).
+        (``KeyedTable.encode_since_checkpoint``) and the checkpoint's time and CRC32,
+        so a micro-batch hands Spark what changed since the group's last checkpoint,
+        not every key it holds. Else the whole table.
 
         A replayed micro-batch decodes the state of the one before, whose checkpoint
         the job keeps: the clock's history (``ClockStore.keep`` records) keeps the
         checkpoints of the clocks before the current one."""
         base = self.base
         if base is not None and base.time_ms == self.table.checkpoint_ms and self.table.follows_checkpoints:
-            data = self.table.encode_since_checkpoint()
-            return encode_record(base.time_ms, _FOLLOWING.pack(base.crc, len(data)) + _compress(data))
-        data = self.table.encode()
-        return encode_record(0, _STATE_SIZE.pack(len(data)) + _compress(data))
+            return encode_state(self.table.encode_since_checkpoint(), base)
+        return encode_state(self.table.encode())
 
     def checkpointed(self, base: Base) -> None:
         """Takes note that the checkpoint ``advance`` took at ``base.time_ms`` is durable,
