@@ -34,7 +34,7 @@ from state.table import KeyedTable
 from state.tables import Stored
 
 if TYPE_CHECKING:
-    from persistent.runtime.stateful import KeptCheckpoint
+    from persistent.runtime.kept import KeptCheckpoint
 
 __all__ = ["KeyGroup", "Taken", "Applied", "WHOLE_EVERY", "whole_every_ms"]
 

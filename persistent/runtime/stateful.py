@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import resource
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
@@ -31,8 +30,9 @@ from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords, 
 from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.fold import Fold
-from persistent.runtime.group_state import CHECKPOINT, Base
+from persistent.runtime.group_state import Base
 from persistent.runtime.keygroup import KeyGroup, Taken
+from persistent.runtime.kept import kept_checkpoint
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport
@@ -43,13 +43,11 @@ from persistent.storage.filesystems import JobStorage
 from persistent.storage.job_directory import JobDirectory
 from state.boundaries import boundary_after
 from state.errors import StateValueError, StorageError
-from state.table import KeyedTable
-from state.tables import Stored
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
 
-__all__ = ["GroupFunction", "output_schema", "KeptCheckpoint", "kept_checkpoint", "RESULT_COLUMNS", "DEAD_LETTERS"]
+__all__ = ["GroupFunction", "output_schema", "RESULT_COLUMNS", "DEAD_LETTERS"]
 
 #: The columns of a result, each an array in a key group's row.
 RESULT_COLUMNS = ("key", "window_start", "window_end", "value")
@@ -225,54 +223,6 @@ class _Applied(NamedTuple):
     bad: list[str]
     #: The late messages written out (``LateRecords.OUTPUT``).
     late_output: list[str]
-
-
-class KeptCheckpoint:
-    """The checkpoint of one key group a process decoded last (``KeyGroup.decode``).
-
-    A group's state in Spark follows its newest checkpoint (``KeyGroup.encode``), and
-    each micro-batch would read and decode that checkpoint again. Kept, it serves the
-    next decoding in the same process only for the very checkpoint it was decoded
-    from: the same time and CRC32 of its record (what ``JobDirectory.restore`` checks
-    the file against), state and interval. Another one (a replayed micro-batch's,
-    one written again by a rewind or a rescale, another job's) is read and replaces
-    it; when that one's chain holds only changes after the kept one, those are read
-    and rolled forward from it. The table kept is never changed: a decoded group
-    works on a copy (``PersistentState.follow``)."""
-
-    def __init__(self) -> None:
-        self._identity: tuple | None = None
-        self._table: KeyedTable | None = None
-
-    def table(self, spec, interval_ms: int, base: Base,
-              read: Callable[[Base | None], Sequence[Stored]]) -> KeyedTable:
-        """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or the chain
-        ``read(known)`` returns (``CheckpointStore.recover``), where ``known`` is the
-        checkpoint kept, if it is of the same state and interval."""
-        identity = (base.time_ms, base.crc, spec, interval_ms)
-        if self._identity != identity:
-            start = self._table if self._identity is not None and self._identity[2:] == identity[2:] else None
-            known = Base(*self._identity[:2]) if start is not None else None
-            self._table, self._identity = spec.restore(interval_ms, read(known), start, CHECKPOINT), identity
-        return self._table
-
-
-#: The checkpoints this process decoded (``KeptCheckpoint``), per job directory and key
-#: group, of the ``_KEPT_JOBS`` directories it served last.
-_KEPT: dict[str, dict[int, KeptCheckpoint]] = {}
-_KEPT_JOBS = 2
-
-
-def kept_checkpoint(root: str, grp: int) -> KeptCheckpoint:
-    """What this process keeps of key group ``grp``'s checkpoint in job directory ``root``.
-
-    Spark hands a key group to any of its Python workers; one that served the group's
-    last micro-batch decodes its state without reading the checkpoint again."""
-    groups = _KEPT.pop(root, None) or {}
-    _KEPT[root] = groups  # the newest last
-    while len(_KEPT) > _KEPT_JOBS:
-        del _KEPT[next(iter(_KEPT))]
-    return groups.setdefault(grp, KeptCheckpoint())
 
 
 def _freeze_the_libraries() -> None:

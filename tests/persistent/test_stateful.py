@@ -20,7 +20,7 @@ from persistent import PersistentTask
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, LateRecords
 from persistent.core.faults import CrashPoint
 from persistent.examples.count import VectorizedCount
-from persistent.runtime import stateful
+from persistent.runtime import kept, stateful
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.runtime.reports import GroupReport
 from persistent.runtime.rows import Kind
@@ -113,7 +113,7 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     (out,) = run_group((0,), iter([rows(["k1"], 178)]), state)  # the process kept the checkpoint it read
     assert totals(out) == {"k1": 3} and len(reads) == 1
     state.watermark_ms = 180
-    monkeypatch.setattr(stateful, "_KEPT", {})  # another Python worker, which keeps no checkpoint
+    monkeypatch.setattr(kept, "_KEPT", {})  # another Python worker, which keeps no checkpoint
     with pytest.raises(MissingCheckpointError, match="no checkpoint at 100 ms") as raised:
         list(run_group((0,), iter([rows(["k2"], 190)]), state))
     assert "follows the checkpoint at 100 ms" in "\n".join(raised.value.__notes__)
@@ -121,7 +121,7 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
 
 def test_a_worker_reads_each_groups_checkpoint_once_while_it_serves_groups_of_two_jobs_in_turn(tmp_path,
                                                                                                  monkeypatch):
-    monkeypatch.setattr(stateful, "_KEPT", {})
+    monkeypatch.setattr(kept, "_KEPT", {})
     reads = []
     restore = JobDirectory.restore
     monkeypatch.setattr(JobDirectory, "restore",
@@ -138,14 +138,14 @@ def test_a_worker_reads_each_groups_checkpoint_once_while_it_serves_groups_of_tw
 
 
 def test_a_worker_keeps_the_checkpoints_of_the_two_job_directories_it_served_last(monkeypatch):
-    monkeypatch.setattr(stateful, "_KEPT", {})
-    first = stateful.kept_checkpoint("dir-1", 0)
-    assert stateful.kept_checkpoint("dir-1", 0) is first and stateful.kept_checkpoint("dir-1", 1) is not first
-    stateful.kept_checkpoint("dir-2", 0)
-    assert stateful.kept_checkpoint("dir-1", 0) is first  # dir-1 served last now
-    stateful.kept_checkpoint("dir-3", 0)
-    assert stateful.kept_checkpoint("dir-1", 0) is first
-    assert list(stateful._KEPT) == ["dir-3", "dir-1"]  # dir-2 is forgotten
+    monkeypatch.setattr(kept, "_KEPT", {})
+    first = kept.kept_checkpoint("dir-1", 0)
+    assert kept.kept_checkpoint("dir-1", 0) is first and kept.kept_checkpoint("dir-1", 1) is not first
+    kept.kept_checkpoint("dir-2", 0)
+    assert kept.kept_checkpoint("dir-1", 0) is first  # dir-1 served last now
+    kept.kept_checkpoint("dir-3", 0)
+    assert kept.kept_checkpoint("dir-1", 0) is first
+    assert list(kept._KEPT) == ["dir-3", "dir-1"]  # dir-2 is forgotten
 
 
 def test_a_message_at_the_watermark_is_applied_and_one_before_it_is_late(tmp_path):
