@@ -57,7 +57,7 @@ _LAZY = {
     "DeadLetters": "persistent.storage.dead_letters",
     "InputFileChangedError": "persistent.storage.files_log",
     "Job": "persistent.runtime.job",
-    "RunningJob": "persistent.runtime.planner",
+    "RunningJob": "persistent.runtime.running",
     "Pipeline": "persistent.runtime.pipeline",
     "BatchProgress": "persistent.storage.records",
     "Delivery": "persistent.runtime.delivery",

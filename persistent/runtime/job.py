@@ -17,8 +17,9 @@ from persistent.core.badrecords import BadRecords, LateRecords
 from persistent.core.errors import ConfigError
 from persistent.core.task import PersistentTask
 from persistent.runtime.delivery import Delivery
-from persistent.runtime.metrics import DEFAULT_HOST
-from persistent.runtime.planner import Plan, RunningJob
+from persistent.runtime.metrics import DEFAULT_HOST, JobMetrics
+from persistent.runtime.planner import Plan
+from persistent.runtime.running import RunningJob
 from persistent.runtime.progress import stderr
 from persistent.sinks.base import Sink
 from persistent.sources.base import Source
@@ -108,6 +109,28 @@ class Job:
             raise ConfigError(f"Job: metrics_port must be a TCP port, 1 to 65535, got {self.metrics_port}")
         # The choices, the sink, the checkpoint directory, the task.
         object.__setattr__(self, "plan", Plan.of(self))
+
+    def serve_metrics(self, app: str) -> JobMetrics:
+        """Serves the metrics of application ``app``'s run of the job on ``metrics_port``
+        (``metrics_host``), with its settings from the start (``settings``)."""
+        return JobMetrics(self.metrics_port, app, self.metrics_host, self.settings())
+
+    def settings(self) -> dict[str, str]:
+        """The settings its metrics serve as ``persistent_job_info``: its task, source and
+        sink by class (a sink's URI may hold a password), its job directory, delivery,
+        checkpoint interval, watermark delay, key groups and record handling."""
+        return {
+            "task": type(self.task).__name__,
+            "source": type(self.source).__name__,
+            "sink": type(self.sink).__name__,
+            "checkpoint_dir": self.checkpoint_dir,
+            "delivery": self.plan.delivery.value,
+            "checkpoint_interval_ms": str(self.checkpoint_interval_ms),
+            "watermark_delay_ms": str(self.watermark_delay_ms),
+            "key_groups": "as the job directory has them" if self.key_groups is None else str(self.key_groups),
+            "bad_records": self.plan.bad_records.value,
+            "late_records": self.plan.late_records.value,
+        }
 
     @property
     def dead_letters(self) -> DeadLetters:

@@ -21,13 +21,9 @@ imported only when a job asks for a port.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from persistent.core.errors import SetupError
 from persistent.storage.records import BatchProgress
-
-if TYPE_CHECKING:  # the job module imports the planner, which imports this one
-    from persistent.runtime.job import Job
 
 __all__ = ["JobMetrics", "GAUGES", "COUNTERS", "TIMES", "INFO", "SPARK_HALF", "DEFAULT_HOST", "MetricsClientMissing",
            "prometheus_client"]
@@ -123,32 +119,9 @@ SPARK_HALF = "persistent_spark_half_loaded"
 INFO = "persistent_job"
 
 
-def _settings(job: Job) -> dict[str, str]:
-    """The settings of ``job`` that ``persistent_job_info`` serves: its task, source and
-    sink by class (a sink's URI may hold a password), its job directory, delivery,
-    checkpoint interval, watermark delay, key groups and record handling."""
-    return {
-        "task": type(job.task).__name__,
-        "source": type(job.source).__name__,
-        "sink": type(job.sink).__name__,
-        "checkpoint_dir": job.checkpoint_dir,
-        "delivery": job.plan.delivery.value,
-        "checkpoint_interval_ms": str(job.checkpoint_interval_ms),
-        "watermark_delay_ms": str(job.watermark_delay_ms),
-        "key_groups": "as the job directory has them" if job.key_groups is None else str(job.key_groups),
-        "bad_records": job.plan.bad_records.value,
-        "late_records": job.plan.late_records.value,
-    }
-
-
 class JobMetrics:
     """Serves one job's metrics on ``address:port`` (``/metrics``) until ``close``;
     ``settings`` are served from the start as ``persistent_job_info``."""
-
-    @classmethod
-    def of(cls, job: Job, app: str) -> JobMetrics:
-        """The metrics of ``job`` (``Job.metrics_port`` on ``Job.metrics_host``), with its settings."""
-        return cls(job.metrics_port, app, job.metrics_host, _settings(job))
 
     def __init__(self, port: int, app: str, address: str = DEFAULT_HOST, settings: dict[str, str] | None = None):
         prometheus = prometheus_client(port)

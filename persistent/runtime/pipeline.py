@@ -31,7 +31,7 @@ from persistent.core.errors import ConfigError
 from persistent.core.task import PersistentTask
 from persistent.runtime import stopping
 from persistent.runtime.job import Job
-from persistent.runtime.planner import RunningJob
+from persistent.runtime.running import RunningJob
 from persistent.sinks.base import Sink
 from persistent.sinks.kafka import KafkaSink
 from persistent.sources.base import Source
@@ -98,7 +98,7 @@ class Pipeline:
                 each.stop(quietly=True)
             if not running:
                 raise
-            raise stopping.stopped(running[-1], interrupt) from None
+            raise running[-1].stopped_by(interrupt) from None
         except BaseException:
             for each in running:
                 each.stop(quietly=True)

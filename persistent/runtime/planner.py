@@ -92,9 +92,9 @@ from persistent.runtime.reports import Reports
 from persistent.runtime.rescale import rescale_if_asked
 from persistent.runtime.rows import (ARROW_BATCH_ROWS, GROUP, JOB_WATERMARK_PROPERTY, KEY, KIND, TIMESTAMP, VALUE, group,
                                      heartbeat_columns, kind, marked_columns, message_columns, no_mark, watermarked)
+from persistent.runtime.running import RunningJob
 from persistent.runtime.spark import check_spark, minor_of
 from persistent.runtime.stateful import DEAD_LETTERS, RESULT_COLUMNS, GroupFunction, output_schema
-from persistent.runtime.stopping import stopped
 from persistent.sinks.base import BatchId
 from persistent.sources.base import Source
 from persistent.sources.bounds import SPARK_BOUNDS
@@ -112,10 +112,8 @@ from state.window import bucket_ms
 if TYPE_CHECKING:  # the job module imports this one
     from persistent.runtime.job import Job
 
-__all__ = ["Plan", "RunningJob", "KEY_GROUPS_PER_CORE"]
+__all__ = ["Plan", "KEY_GROUPS_PER_CORE"]
 
-#: How often ``Job.run`` looks at the query's progress for its progress bar.
-_PROGRESS_POLL_SECONDS = 0.5
 #: Whether a query runs a micro-batch when its watermark moved and no data came.
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
@@ -187,7 +185,7 @@ class Plan:
         metrics, closing = None, []
         try:
             if self.job.metrics_port is not None:
-                metrics = JobMetrics.of(self.job, spark.sparkContext.appName)
+                metrics = self.job.serve_metrics(spark.sparkContext.appName)
                 closing.append(metrics)
                 stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
             return self._start(spark, directory, lease, available_now, trigger_ms, metrics, closing)
@@ -208,7 +206,7 @@ class Plan:
             backlog = backlog_of(running.recovery.floor_ms, **_job_of(job.source, storage)) if backlog_of else None
             running.wait(ProgressBar(backlog) if backlog is not None else None)
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or a signal of persistent.runtime.stopping.on_signals
-            raise stopped(running, interrupt) from None
+            raise running.stopped_by(interrupt) from None
         except BaseException:
             running.stop()
             raise
@@ -608,97 +606,3 @@ class _SparkBatch:
         from pyspark.sql import functions as F
 
         self.dead_letters.write(self.frame.select(F.explode(DEAD_LETTERS).alias(BAD_RECORD_COLUMN)), batch)
-
-
-@dataclass
-class RunningJob:
-    """A started job: its Spark query and how it started."""
-
-    query: object
-    recovery: Recovery
-    directory: JobDirectory
-    #: What the job holds open until ``stop`` closes it: the metrics server
-    #: (``Job.metrics_port``), the source's offset lookups (``Source.rewind_positions``).
-    closing: tuple = ()
-    #: The job directory's lease, renewed until ``stop`` releases it.
-    lease: JobLease | None = None
-    #: An available-now run on a Spark without available-now for Python sources
-    #: (``persistent.sources.bounds``): ``wait`` stops the query once it has drained.
-    drains: bool = False
-
-    def stop(self, quietly: bool = False) -> None:
-        """Stops the query, closes what the job held open and releases the directory's
-        lease; ``quietly`` (after a signal), with Spark's log off, and a query that cannot
-        be reached (Spark shutting down) counts as stopped. Raises ``JobDirectoryInUseError`` when the job had lost
-        its lease (and so stopped)."""
-        try:
-            if quietly:
-                # The micro-batch the stop interrupts fails in Spark's log: no error of the job's.
-                from pyspark import SparkContext
-
-                context = SparkContext._active_spark_context  # never one made here
-                with contextlib.suppress(Exception):
-                    if context is not None:
-                        context.setLogLevel("OFF")
-            self.query.stop()
-        except Exception:
-            if not quietly:
-                raise
-        finally:
-            for each in self.closing:
-                each.close()
-            if self.lease is not None:
-                self.lease.close()
-        if self.lease is not None and self.lease.lost is not None:
-            raise JobDirectoryInUseError(self.lease.lost)
-
-    def wait(self, bar: ProgressBar | None = None) -> None:
-        """Waits until the query ends, updating ``bar`` (if any) from Spark's progress
-        reports; a signal ``stopping.on_signals`` noted raises ``Interrupted`` here,
-        between two looks at the query. A query that fails raises its failure here; one
-        whose Python worker died at each try, ``PythonWorkerLostError``."""
-        drained = self._drained() if self.drains else None
-        try:
-            while not self._ended():
-                stopping.check()
-                if bar is not None:
-                    self._update(bar)
-                if drained is not None and drained.is_set():
-                    self.query.stop()
-            if bar is not None:
-                self._update(bar)
-        finally:
-            if bar is not None:
-                bar.close()
-
-    def _ended(self) -> bool:
-        """Whether the query has ended, after waiting a while for it; raises its failure,
-        or ``PythonWorkerLostError`` for one on a dead Python worker (``failures``)."""
-        try:
-            return self.query.awaitTermination(_PROGRESS_POLL_SECONDS)
-        except Exception as failure:
-            lost = worker_lost(failure, self.directory, self.recovery.generation)
-            if lost is None:
-                raise
-            raise lost from failure
-
-    def _drained(self) -> threading.Event:
-        """Set once the query has processed all there is and has no micro-batch due
-        (``processAllAvailable``; ended by a failure too, which ``awaitTermination``
-        raises)."""
-        drained = threading.Event()
-
-        def drain():
-            with contextlib.suppress(Exception):
-                self.query.processAllAvailable()
-            drained.set()
-
-        threading.Thread(target=drain, name="persistent-drain", daemon=True).start()
-        return drained
-
-    def _update(self, bar: ProgressBar) -> None:
-        # The run's first report says where it began; later, only the newest matters.
-        reports = self.query.recentProgress if bar.begin is None else [self.query.lastProgress]
-        reports = [r for r in reports if r is not None and r.sources]
-        if reports:
-            bar.update(reports[0].sources[0].startOffset, reports[-1].sources[0].endOffset)

@@ -1,7 +1,7 @@
 """A job stopped by a signal: Ctrl-C's SIGINT, or SIGTERM (a service manager's stop).
 
 ``Job.run`` (``Plan.run``) stops its query on a ``KeyboardInterrupt`` and raises
-``JobStopped``, which says in one line where the job stopped: the last micro-batch
+``JobStopped`` (``RunningJob.stopped_by``), which says in one line where the job stopped: the last micro-batch
 committed (``DIR/progress/``, written last in a commit) and the clock. The micro-batch
 that was running is not committed; the next start on the same directory replays it.
 ``persistent.tools.options.run_app`` prints that line and exits with ``128 +`` the
@@ -27,10 +27,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from persistent.runtime.planner import RunningJob
     from persistent.storage.job_directory import JobDirectory
 
-__all__ = ["Interrupted", "JobStopped", "on_signals", "stopped", "check"]
+__all__ = ["Interrupted", "JobStopped", "on_signals", "where", "check"]
 
 #: The signals that stop a running job.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -57,14 +56,6 @@ class JobStopped(KeyboardInterrupt):
     @property
     def exit_status(self) -> int:
         return 128 + self.signum
-
-
-def stopped(running: RunningJob, interrupt: KeyboardInterrupt) -> JobStopped:
-    """Stops ``running`` after ``interrupt``, Spark's log off (errors of a Spark already
-    shutting down ignored), and says where it stopped."""
-    signum = getattr(interrupt, "signum", signal.SIGINT)
-    running.stop(quietly=True)
-    return JobStopped(signum, where(running.directory))
 
 
 def check() -> None:

@@ -8,7 +8,7 @@ import pytest
 from test_job_directory import progress
 
 from persistent.core.errors import PythonWorkerLostError
-from persistent.runtime.planner import RunningJob
+from persistent.runtime.running import RunningJob
 from persistent.runtime.recovery import Recovery, RecoveryPath
 from persistent.storage.fs import LocalFileSystem
 from persistent.storage.job_directory import JobDirectory

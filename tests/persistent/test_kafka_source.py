@@ -14,7 +14,7 @@ import pytest
 
 from kafka_topics import Topic, spread
 from persistent.core.errors import ConfigError, InputError
-from persistent.runtime.planner import RunningJob
+from persistent.runtime.running import RunningJob
 from persistent.sources.kafka import KAFKA_PACKAGE, KafkaSource
 from persistent.storage.filesystems import JobStorage
 from persistent.storage.records import RewindPositions

@@ -80,7 +80,7 @@ def test_a_jobs_metrics_serve_its_settings_from_the_start_and_no_sink_uri(tmp_pa
     port = free_port()
     job = Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
               checkpoint_interval_ms=250, key_groups=3, metrics_port=port)
-    served = JobMetrics.of(job, "count")
+    served = job.serve_metrics("count")
     try:
         (info,) = [sample for sample in samples(port) if sample.name == "persistent_job_info"]
         assert (info.value, info.labels) == (1.0, {
@@ -97,14 +97,14 @@ def test_a_job_serves_its_metrics_on_the_loopback_interface_unless_given_another
     port = free_port()
     job = Job(VectorizedCount(), GeneratorSource(), SQLiteSink(str(tmp_path / "o.db")), str(tmp_path / "ck"),
               metrics_port=port)
-    served = JobMetrics.of(job, "count")
+    served = job.serve_metrics("count")
     try:
         assert served.address == f"127.0.0.1:{port}" and scrape(port, "count")
         with pytest.raises(urllib.error.URLError):  # 127.0.0.2 is this host too, but not the address served
             scrape(port, "count", host="127.0.0.2")
     finally:
         served.close()
-    served = JobMetrics.of(dataclasses.replace(job, metrics_host="0.0.0.0"), "count")
+    served = dataclasses.replace(job, metrics_host="0.0.0.0").serve_metrics("count")
     try:
         assert served.address == f"0.0.0.0:{port}" and scrape(port, "count", host="127.0.0.2")
     finally:

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from persistent.examples.count import VectorizedCount
-from persistent.runtime.planner import RunningJob
-from persistent.runtime.stopping import Interrupted, JobStopped, check, on_signals, stopped
+from persistent.runtime.running import RunningJob
+from persistent.runtime.stopping import Interrupted, JobStopped, check, on_signals
 from persistent.tools import options
 
 from jobwriter import JobWriter
@@ -52,7 +52,7 @@ def where(counting_job: JobWriter) -> str:
                                                      (Interrupted(signal.SIGTERM), "SIGTERM", 143)])
 def test_a_stopped_job_says_in_one_line_after_which_batch_and_at_which_clock(counting_job, interrupt, name, status):
     query, held = Query(), Held()
-    stop = stopped(RunningJob(query, None, counting_job.directory, (held,)), interrupt)
+    stop = RunningJob(query, None, counting_job.directory, (held,)).stopped_by(interrupt)
     assert str(stop) == f"[persistent] stopped by {name} {where(counting_job)}"
     assert (stop.exit_status, query.stops, held.closed) == (status, 1, True)
     assert isinstance(stop, KeyboardInterrupt)  # a program that does not catch it still ends as on Ctrl-C
@@ -61,19 +61,19 @@ def test_a_stopped_job_says_in_one_line_after_which_batch_and_at_which_clock(cou
 def test_stopping_a_job_starts_no_spark_of_its_own(counting_job):
     from pyspark import SparkContext
 
-    stopped(RunningJob(Query(), None, counting_job.directory), KeyboardInterrupt())
+    RunningJob(Query(), None, counting_job.directory).stopped_by(KeyboardInterrupt())
     assert SparkContext._jvm is None and SparkContext._active_spark_context is None
 
 
 def test_the_line_names_the_last_committed_batch_and_claims_none_after_it(counting_job):
     counting_job.batch([("a", 450, 1)], finished_at_ms=1_700_000_004_000)
-    stop = stopped(RunningJob(Query(), None, counting_job.directory), KeyboardInterrupt())
+    stop = RunningJob(Query(), None, counting_job.directory).stopped_by(KeyboardInterrupt())
     assert "after micro-batch 0.4 (committed 2023-11-14T22:13:24Z), clock 400 ms;" in str(stop)
 
 
 def test_a_job_stopped_before_its_first_batch_committed_says_so(tmp_path):
     writer = JobWriter(str(tmp_path / "job"), VectorizedCount())
-    stop = stopped(RunningJob(Query(), None, writer.directory), KeyboardInterrupt())
+    stop = RunningJob(Query(), None, writer.directory).stopped_by(KeyboardInterrupt())
     assert str(stop) == (f"[persistent] stopped by SIGINT before its first micro-batch committed, no clock yet; "
                          f"a start on {writer.directory.root} continues from there")
 
