@@ -2,7 +2,8 @@
 directories, on a real HDFS: the session's NameNode and DataNode (``hdfs_cluster``),
 each test in a directory of its own (``hdfs_dir``). What the code under test wrote is
 looked at with another WebHDFS client, and what it asked the NameNode for in the
-NameNode's audit log. The contract every file system holds is ``test_filesystems.py``.
+NameNode's audit log. The contract every file system holds, read back through the
+file system itself, is ``test_filesystems.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,25 @@ from persistent.tools import cli
 from jobwriter import JobWriter, four_batches, run_cli
 
 # -- the file system ----------------------------------------------------------------
+
+
+def test_files_are_written_read_listed_and_deleted_over_webhdfs(hdfs_dir):
+    url = hdfs_dir.webhdfs_uri
+    fs = WebHdfsFileSystem(url)
+    fs.write_atomic(f"{url}/jobs/a/x/one", b"first")
+    fs.write_atomic(f"{url}/jobs/a/two", b"\x00\xff" * 1000)
+    assert hdfs_dir.read_bytes("jobs/a/x/one") == b"first"
+    assert fs.read_bytes(f"{url}/jobs/a/two") == b"\x00\xff" * 1000
+    assert fs.list_names(f"{url}/jobs/a") == ["two", "x"]
+    assert fs.list_names(f"{url}/jobs/nothing") == []
+    assert fs.exists(f"{url}/jobs/a/x") and fs.exists(f"{url}/jobs/a/two") and not fs.exists(f"{url}/jobs/b")
+    fs.mkdirs(f"{url}/jobs/empty/deeper")
+    assert hdfs_dir.status("jobs/empty/deeper")["type"] == "DIRECTORY"
+    fs.delete(f"{url}/jobs/a/x")
+    fs.delete(f"{url}/jobs/a/never")
+    assert fs.list_names(f"{url}/jobs/a") == ["two"] == hdfs_dir.list_names("jobs/a")
+    with pytest.raises(FileNotFoundError, match="/jobs/a/x/one does not exist"):
+        fs.read_bytes(f"{url}/jobs/a/x/one")
 
 
 def test_replacing_a_file_writes_a_temporary_file_and_renames_it_over_the_target(hdfs_dir):

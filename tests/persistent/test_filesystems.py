@@ -5,6 +5,8 @@ server on loopback); and the checkpoint and clock stores over each."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from persistent.storage.checkpoint_store import CheckpointStore
@@ -42,8 +44,8 @@ def test_files_are_written_read_listed_replaced_and_deleted(place):
     fs.delete(f"{root}/jobs/a/x")
     fs.delete(f"{root}/jobs/a/never")
     assert not fs.exists(f"{root}/jobs/a/x")
-    with pytest.raises(FileNotFoundError, match="jobs/a/x/one"):
-        fs.read_bytes(f"{root}/jobs/a/x/one")
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{root}/jobs/a/x/one".split("://", 1)[1])):
+        fs.read_bytes(f"{root}/jobs/a/x/one")  # the error names the path, less its scheme
 
 
 def test_a_write_replaces_the_file_whole_and_create_new_refuses_one_that_exists(place):
