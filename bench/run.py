@@ -127,87 +127,120 @@ def _machine() -> dict:
 def _targets(results: list[RunResult], demo_seconds: float | None, latency: list[dict],
              recovery: list[dict]) -> list[dict]:
     """The project's targets, as measured (reported, not asserted)."""
+    targets = _Targets(results)
+    targets.throughput()
+    targets.checkpoints_and_windows()
+    targets.scale(recovery)
+    targets.kafka(latency)
+    targets.small_batches()
+    targets.add("make demo: seconds of examples/demo.py", demo_seconds, 30, higher_is_better=False)
+    return targets.out
 
-    def find(name, keys, distribution="uniform"):
-        return next((r for r in results if r.name == name and r.keys == keys and r.distribution == distribution), None)
 
-    out = []
+class _Targets:
+    """The targets measured in ``results``, in the order of ``_targets``' sections."""
 
-    def target(what, value, goal, higher_is_better=True, runs=None):
+    def __init__(self, results: list[RunResult]):
+        self.results = results
+        self.out: list[dict] = []
+
+    def find(self, name: str, keys: int, distribution: str = "uniform") -> RunResult | None:
+        return next((r for r in self.results if r.name == name and r.keys == keys and r.distribution == distribution),
+                    None)
+
+    def add(self, what: str, value: float | None, goal: float, higher_is_better: bool = True, runs=None) -> None:
+        """A target, unless its value was not measured."""
         if value is not None:
             met = value >= goal if higher_is_better else value <= goal
-            out.append({"target": what, "measured": round(value, 3), "goal": goal, "met": met, "runs": runs})
+            self.out.append({"target": what, "measured": round(value, 3), "goal": goal, "met": met, "runs": runs})
 
-    def ratio(a, b):
+    @staticmethod
+    def ratio(a: RunResult | None, b: RunResult | None) -> float | None:
         return a.rows_per_s / b.rows_per_s if a and b and a.rows_per_s and b.rows_per_s else None
 
-    for distribution, goal in (("uniform", 1.0), ("skewed", 0.9)):
-        for keys in sorted({r.keys for r in results if r.distribution == distribution}):
-            for name in ("vectorized", "folded"):
-                r = find(name, keys, distribution)
-                where = f"{keys:,} keys" + (", skewed" if distribution == "skewed" else "")
-                target(f"{name} / native rows/s at {where}", ratio(r, find("native", keys, distribution)), goal,
-                       runs=r.ratio_spread if r else None)  # over native's runs (``run``)
-    v, n = find("vectorized", 100_000), find("native", 100_000)
-    target("vectorized / native rows/s at 100,000 keys, at the very least", ratio(v, n), 0.8,
-           runs=v.ratio_spread if v else None)
-    m, k = find("per-message", 100_000), find("per-key", 100_000)
-    target("per-message / native rows/s at 100,000 keys", ratio(m, n), 0.3)
-    target("per-message / per-key applyInPandasWithState rows/s at 100,000 keys", ratio(m, k), 10)
-    for name in ("vectorized", "native"):
-        target(f"{name}: median batch time at 1,000,000 keys / at 100,000 keys",
-               _growth(find(name, 100_000), find(name, 1_000_000)), 1.5, higher_is_better=False)
-    for keys in sorted({r.keys for r in results}):
-        off, on = find("no-checkpoints", keys), find("vectorized", keys)
-        cost = ratio(off, on)
-        target(f"cost of checkpoints and clock at {keys:,} keys (rows/s off / on - 1)",
-               None if cost is None else cost - 1, 0.10, higher_is_better=False)
-    for keys in sorted({r.keys for r in results}):
-        for name in ("window", "folded-window"):
-            r = find(name, keys)
-            target(f"{name} / native window rows/s at {keys:,} keys", ratio(r, find("native-window", keys)),
-                   1.5 if keys >= 1_000_000 else 1.0, runs=r.ratio_spread if r else None)
-    scale = sorted({r.keys for r in results if r.name == "vectorized-scale"})
-    if scale:
+    def throughput(self) -> None:
+        """Rows a second against native Spark's, and how batch times grow with the keys."""
+        find, ratio = self.find, self.ratio
+        for distribution, goal in (("uniform", 1.0), ("skewed", 0.9)):
+            for keys in sorted({r.keys for r in self.results if r.distribution == distribution}):
+                for name in ("vectorized", "folded"):
+                    r = find(name, keys, distribution)
+                    where = f"{keys:,} keys" + (", skewed" if distribution == "skewed" else "")
+                    self.add(f"{name} / native rows/s at {where}", ratio(r, find("native", keys, distribution)),
+                             goal, runs=r.ratio_spread if r else None)  # over native's runs (``run``)
+        v, n = find("vectorized", 100_000), find("native", 100_000)
+        self.add("vectorized / native rows/s at 100,000 keys, at the very least", ratio(v, n), 0.8,
+                 runs=v.ratio_spread if v else None)
+        m, k = find("per-message", 100_000), find("per-key", 100_000)
+        self.add("per-message / native rows/s at 100,000 keys", ratio(m, n), 0.3)
+        self.add("per-message / per-key applyInPandasWithState rows/s at 100,000 keys", ratio(m, k), 10)
+        for name in ("vectorized", "native"):
+            self.add(f"{name}: median batch time at 1,000,000 keys / at 100,000 keys",
+                     _growth(find(name, 100_000), find(name, 1_000_000)), 1.5, higher_is_better=False)
+
+    def checkpoints_and_windows(self) -> None:
+        """What checkpoints cost, and the windowed jobs against native Spark's windows."""
+        keys_run = sorted({r.keys for r in self.results})
+        for keys in keys_run:
+            cost = self.ratio(self.find("no-checkpoints", keys), self.find("vectorized", keys))
+            self.add(f"cost of checkpoints and clock at {keys:,} keys (rows/s off / on - 1)",
+                     None if cost is None else cost - 1, 0.10, higher_is_better=False)
+        for keys in keys_run:
+            for name in ("window", "folded-window"):
+                r = self.find(name, keys)
+                self.add(f"{name} / native window rows/s at {keys:,} keys",
+                         self.ratio(r, self.find("native-window", keys)), 1.5 if keys >= 1_000_000 else 1.0,
+                         runs=r.ratio_spread if r else None)
+
+    def scale(self, recovery: list[dict]) -> None:
+        """The scale case at its most keys: rows a second, batch growth, checkpoint bytes,
+        memory a key and the restarts from a SIGKILL."""
+        scale = sorted({r.keys for r in self.results if r.name == "vectorized-scale"})
+        if not scale:
+            return
         fewest, most = scale[0], scale[-1]
-        native, v = find("native-rocksdb-scale", most), find("vectorized-scale", most)
-        target(f"vectorized / native RocksDB rows/s at {most:,} keys", ratio(v, native), 1.0,
-               runs=v.ratio_spread if v else None)
-        target(f"vectorized: median batch time at {most:,} keys / at {fewest:,} keys",
-               _growth(find("vectorized-scale", fewest), v), 1.3, higher_is_better=False)
+        native, v = self.find("native-rocksdb-scale", most), self.find("vectorized-scale", most)
+        self.add(f"vectorized / native RocksDB rows/s at {most:,} keys", self.ratio(v, native), 1.0,
+                 runs=v.ratio_spread if v else None)
+        self.add(f"vectorized: median batch time at {most:,} keys / at {fewest:,} keys",
+                 _growth(self.find("vectorized-scale", fewest), v), 1.3, higher_is_better=False)
         if v and native and v.checkpoint_bytes_per_batch and native.checkpoint_bytes_per_batch:
-            target(f"checkpoint bytes a micro-batch at {most:,} keys, vectorized / native RocksDB's",
-                   v.checkpoint_bytes_per_batch / native.checkpoint_bytes_per_batch, 1.0, higher_is_better=False)
+            self.add(f"checkpoint bytes a micro-batch at {most:,} keys, vectorized / native RocksDB's",
+                     v.checkpoint_bytes_per_batch / native.checkpoint_bytes_per_batch, 1.0, higher_is_better=False)
         if v and native and report.memory_bytes_per_key(native):
-            target(f"resident memory a key at {most:,} keys (JVM and Python workers), vectorized / native "
-                   f"RocksDB's", report.memory_bytes_per_key(v) / report.memory_bytes_per_key(native), 1.0,
-                   higher_is_better=False)
+            self.add(f"resident memory a key at {most:,} keys (JVM and Python workers), vectorized / native "
+                     f"RocksDB's", report.memory_bytes_per_key(v) / report.memory_bytes_per_key(native), 1.0,
+                     higher_is_better=False)
         restarts = {(r.get("implementation"), r["path"]): r["seconds"] for r in recovery if r["keys"] == most}
         native_a, a, b = (restarts.get(("native-rocksdb-scale", "A")), restarts.get(("vectorized-scale", "A")),
                           restarts.get(("vectorized-scale", "B")))
         if native_a and a:
-            target(f"restart after a SIGKILL to the first micro-batch at {most:,} keys, path A / native RocksDB's",
-                   a / native_a, 1.0, higher_is_better=False)
+            self.add(f"restart after a SIGKILL to the first micro-batch at {most:,} keys, path A / native RocksDB's",
+                     a / native_a, 1.0, higher_is_better=False)
         if a and b:
-            target(f"restart after a SIGKILL to the first micro-batch at {most:,} keys, path B / path A", b / a, 2.0,
-                   higher_is_better=False)
-    for keys in sorted({r.keys for r in results if r.name == "native-kafka-out"}):
-        r = find("vectorized-kafka-out", keys)
-        target(f"vectorized / native rows/s, Kafka in and out, at {keys:,} keys", ratio(r, find("native-kafka-out", keys)),
-               0.9, runs=r.ratio_spread if r else None)
-    for trigger_ms in dict.fromkeys(r["trigger_ms"] for r in latency):
-        p99 = {r["implementation"]: r["p99_ms"] for r in latency if r["trigger_ms"] == trigger_ms}
-        if {"native", "persistent"} <= p99.keys():
-            when = report.trigger({"trigger_ms": trigger_ms})
-            target(f"p99 latency, Kafka in and out, trigger {when}, ours / native's",
-                   p99["persistent"] / p99["native"], 1.2, higher_is_better=False)
-    small = next((r for r in results if r.name == "vectorized-small"), None)
-    native_small = next((r for r in results if r.name == "native-small"), None)
-    if small and native_small and native_small.median_batch_ms:
-        target(f"median {SMALL_BATCH_ROWS:,}-row batch, vectorized / native",
-               small.median_batch_ms / native_small.median_batch_ms, 1.1, higher_is_better=False)
-    target("make demo: seconds of examples/demo.py", demo_seconds, 30, higher_is_better=False)
-    return out
+            self.add(f"restart after a SIGKILL to the first micro-batch at {most:,} keys, path B / path A", b / a,
+                     2.0, higher_is_better=False)
+
+    def kafka(self, latency: list[dict]) -> None:
+        """Kafka in and out: rows a second, and p99 latency per trigger."""
+        for keys in sorted({r.keys for r in self.results if r.name == "native-kafka-out"}):
+            r = self.find("vectorized-kafka-out", keys)
+            self.add(f"vectorized / native rows/s, Kafka in and out, at {keys:,} keys",
+                     self.ratio(r, self.find("native-kafka-out", keys)), 0.9, runs=r.ratio_spread if r else None)
+        for trigger_ms in dict.fromkeys(r["trigger_ms"] for r in latency):
+            p99 = {r["implementation"]: r["p99_ms"] for r in latency if r["trigger_ms"] == trigger_ms}
+            if {"native", "persistent"} <= p99.keys():
+                when = report.trigger({"trigger_ms": trigger_ms})
+                self.add(f"p99 latency, Kafka in and out, trigger {when}, ours / native's",
+                         p99["persistent"] / p99["native"], 1.2, higher_is_better=False)
+
+    def small_batches(self) -> None:
+        """The median small batch against native Spark's."""
+        small = next((r for r in self.results if r.name == "vectorized-small"), None)
+        native_small = next((r for r in self.results if r.name == "native-small"), None)
+        if small and native_small and native_small.median_batch_ms:
+            self.add(f"median {SMALL_BATCH_ROWS:,}-row batch, vectorized / native",
+                     small.median_batch_ms / native_small.median_batch_ms, 1.1, higher_is_better=False)
 
 
 def _growth(fewer: RunResult | None, more: RunResult | None) -> float | None:
@@ -281,117 +314,151 @@ def run(args) -> int:
 
 
 def _run_all(args, only: set[str], keys: list[int], skewed: list[int], work: Path):
+    """Runs the implementations ``only`` over the data sets of ``keys`` (and of skewed
+    keys, for the counts in ``skewed``); returns the runs, the restarts and the latencies."""
     datasets: list[Dataset] = []
     for k in keys:
         datasets.append(generate(work / "input", "uniform", k, args.events, args.batch_rows))
         if k in skewed:
             datasets.append(generate(work / "input", "skewed", k, args.events, args.batch_rows))
     print(f"bench: generated {len(datasets)} data sets of {args.events:,} events", file=sys.stderr)
-    results: list[RunResult] = []
-    recovery: list[dict] = []
-    latency: list[dict] = []
-
-    def record(result: RunResult) -> None:
-        results.append(result)
-        print(f"bench: {result.name} {result.distribution} {result.keys:,} keys: {result.rows_per_s:,.0f} rows/s, "
-              f"median batch {result.median_batch_ms:,.0f} ms ({result.wall_s:.1f} s)", file=sys.stderr)
-
+    measured = _Measured()
     spark_names = only - {"bytewax", "demo"}
     if spark_names:
-        from persistent import spark_session
-
-        from bench.spark_runs import SparkRuns
-
-        settings = {"spark.driver.memory": "6g"}
-        if spark_names & {"kafka", "latency"}:
-            from importlib.metadata import version
-
-            from persistent.sources.kafka import KAFKA_PACKAGE
-
-            settings["spark.jars.packages"] = f"{KAFKA_PACKAGE}:{version('pyspark')}"
-        spark = spark_session("bench", args.master, **settings)
-        runs = SparkRuns(spark, work)
-        single = {
-            "native": runs.native,
-            "per-key": lambda d: runs.per_key(d, args.per_key_batches),
-            "per-message": runs.per_message,
-        }
-        windows = {"window": runs.window, "folded-window": runs.folded_window, "native-window": runs.native_window}
-        windows = {name: run for name, run in windows.items() if name in spark_names}
-        try:
-            if spark_names - {"native", "native-window"}:
-                runs.warm_up(datasets[0])
-            if "small" in spark_names and args.small_batches:
-                small = generate(work / "input-small", "uniform", args.small_keys,
-                                 args.small_batches * SMALL_BATCH_ROWS, SMALL_BATCH_ROWS)
-                record(runs.native(small, "native-small"))
-                record(runs.vectorized(small, "vectorized-small")[0])
-            for dataset in datasets:
-                for name in NAMES:
-                    if name not in spark_names or (dataset.distribution != "uniform" and name not in SKEWED):
-                        continue
-                    if name == "native" and "vectorized" in spark_names:
-                        continue  # it takes turns with vectorized, below
-                    if name in single:
-                        record(single[name](dataset))
-                    elif name == "vectorized":
-                        # Native, vectorized with checkpoints and without take turns, so that
-                        # none of them gets the machine's quieter moments (or a JIT compiler
-                        # further on) more often.
-                        native, on, off, fold = [], [], [], []
-                        for _ in range(args.repeats):
-                            if "native" in spark_names:
-                                native.append(runs.native(dataset))
-                            if "no-checkpoints" in spark_names and dataset.distribution == "uniform":
-                                off.append(runs.vectorized(dataset, "no-checkpoints", checkpoints=False)[0])
-                            result, job = runs.vectorized(dataset)
-                            on.append(result)
-                            if "folded" in spark_names:
-                                fold.append(runs.folded(dataset))
-                        for taken in (native, on, off, fold):
-                            if taken:
-                                record(pool(taken))
-                    elif name == next(iter(windows), None):
-                        # The windowed jobs take turns too, each compared with native's windows.
-                        turns = {window: [] for window in windows}
-                        for _ in range(args.repeats):
-                            for window, run in windows.items():
-                                turns[window].append(run(dataset))
-                        for taken in turns.values():
-                            record(pool(taken))
-                    elif name == "folded" and "vectorized" not in spark_names:
-                        record(pool([runs.folded(dataset) for _ in range(args.repeats)]))
-                    elif name == "no-checkpoints" and "vectorized" not in spark_names:
-                        record(pool([runs.vectorized(dataset, name, checkpoints=False)[0]
-                                     for _ in range(args.repeats)]))
-                    elif name == "kafka" and dataset.keys in _int_list(args.kafka_keys) \
-                            and dataset.distribution == "uniform":
-                        for taken in _kafka_turns(runs, dataset, args):
-                            record(pool(taken))
-                    elif name == "recovery" and dataset.keys in RECOVERY_KEYS and dataset.distribution == "uniform":
-                        if "vectorized" not in spark_names:
-                            job = runs.vectorized(dataset)[1]
-                        for path, lose in (("A", False), ("B", True)):
-                            seconds = runs.restart(job, dataset, lose_spark_checkpoint=lose)
-                            recovery.append({"implementation": "vectorized", "path": path, "keys": dataset.keys,
-                                             "seconds": round(seconds, 2)})
-                            print(f"bench: recovery path {path} at {dataset.keys:,} keys: {seconds:.1f} s",
-                                  file=sys.stderr)
-            if "latency" in spark_names:
-                latency = _latency_turns(spark, work, args)
-            if "scale" in spark_names:
-                turns, largest = _scale_turns(runs, work, args)
-                for taken in turns:
-                    record(pool(taken))
-        finally:
-            spark.stop()
-        if "scale" in spark_names:
-            recovery += _scale_restarts(work, largest, args.master)
+        _run_spark(args, spark_names, datasets, work, measured)
     if "bytewax" in only:
         for dataset in datasets:
             if dataset.distribution == "uniform" or "bytewax" in SKEWED:
-                record(peer.run_bytewax(dataset, work))
-    return results, recovery, latency
+                measured.record(peer.run_bytewax(dataset, work))
+    return measured.results, measured.recovery, measured.latency
+
+
+class _Measured:
+    """What a bench run measured: the runs, the restarts and the latencies."""
+
+    def __init__(self) -> None:
+        self.results: list[RunResult] = []
+        self.recovery: list[dict] = []
+        self.latency: list[dict] = []
+
+    def record(self, result: RunResult) -> None:
+        self.results.append(result)
+        print(f"bench: {result.name} {result.distribution} {result.keys:,} keys: {result.rows_per_s:,.0f} rows/s, "
+              f"median batch {result.median_batch_ms:,.0f} ms ({result.wall_s:.1f} s)", file=sys.stderr)
+
+    def pooled(self, turns) -> None:
+        """Records each implementation's runs of ``turns`` pooled, those that ran."""
+        for taken in turns:
+            if taken:
+                self.record(pool(taken))
+
+
+def _run_spark(args, names: set[str], datasets: list[Dataset], work: Path, measured: _Measured) -> None:
+    """Runs the Spark implementations ``names`` in one session; the restarts from a
+    SIGKILL of the scale case after it stopped."""
+    from bench.spark_runs import SparkRuns
+
+    spark = _session(args, names)
+    runs = SparkRuns(spark, work)
+    largest = None
+    try:
+        if names - {"native", "native-window"}:
+            runs.warm_up(datasets[0])
+        if "small" in names and args.small_batches:
+            small = generate(work / "input-small", "uniform", args.small_keys,
+                             args.small_batches * SMALL_BATCH_ROWS, SMALL_BATCH_ROWS)
+            measured.record(runs.native(small, "native-small"))
+            measured.record(runs.vectorized(small, "vectorized-small")[0])
+        for dataset in datasets:
+            _run_dataset(runs, dataset, names, args, measured)
+        if "latency" in names:
+            measured.latency = _latency_turns(spark, work, args)
+        if "scale" in names:
+            turns, largest = _scale_turns(runs, work, args)
+            measured.pooled(turns)
+    finally:
+        spark.stop()
+    if largest is not None:
+        measured.recovery += _scale_restarts(work, largest, args.master)
+
+
+def _session(args, names: set[str]):
+    """The bench's Spark session, with Kafka's connector where a case reads Kafka."""
+    from persistent import spark_session
+
+    settings = {"spark.driver.memory": "6g"}
+    if names & {"kafka", "latency"}:
+        from importlib.metadata import version
+
+        from persistent.sources.kafka import KAFKA_PACKAGE
+
+        settings["spark.jars.packages"] = f"{KAFKA_PACKAGE}:{version('pyspark')}"
+    return spark_session("bench", args.master, **settings)
+
+
+def _run_dataset(runs, dataset: Dataset, names: set[str], args, measured: _Measured) -> None:
+    """Runs the implementations ``names`` over one data set, those that take turns in turns."""
+    single = {
+        "native": runs.native,
+        "per-key": lambda d: runs.per_key(d, args.per_key_batches),
+        "per-message": runs.per_message,
+    }
+    windows = {"window": runs.window, "folded-window": runs.folded_window, "native-window": runs.native_window}
+    windows = {name: run for name, run in windows.items() if name in names}
+    uniform = dataset.distribution == "uniform"
+    job = None
+    for name in NAMES:
+        if name not in names or (not uniform and name not in SKEWED):
+            continue
+        if name == "native" and "vectorized" in names:
+            continue  # it takes turns with vectorized, below
+        if name in single:
+            measured.record(single[name](dataset))
+        elif name == "vectorized":
+            job = _vectorized_turns(runs, dataset, names, args.repeats, measured)
+        elif name == next(iter(windows), None):
+            # The windowed jobs take turns too, each compared with native's windows.
+            turns = {window: [] for window in windows}
+            for _ in range(args.repeats):
+                for window, run in windows.items():
+                    turns[window].append(run(dataset))
+            measured.pooled(turns.values())
+        elif name == "folded" and "vectorized" not in names:
+            measured.record(pool([runs.folded(dataset) for _ in range(args.repeats)]))
+        elif name == "no-checkpoints" and "vectorized" not in names:
+            measured.record(pool([runs.vectorized(dataset, name, checkpoints=False)[0]
+                                  for _ in range(args.repeats)]))
+        elif name == "kafka" and dataset.keys in _int_list(args.kafka_keys) and uniform:
+            measured.pooled(_kafka_turns(runs, dataset, args))
+        elif name == "recovery" and dataset.keys in RECOVERY_KEYS and uniform:
+            _restarts(runs, job or runs.vectorized(dataset)[1], dataset, measured)
+
+
+def _vectorized_turns(runs, dataset: Dataset, names: set[str], repeats: int, measured: _Measured):
+    """Native, vectorized with checkpoints and without, and folded, taking turns, so that
+    none of them gets the machine's quieter moments (or a JIT compiler further on) more
+    often; returns the last vectorized job."""
+    native, on, off, fold = [], [], [], []
+    for _ in range(repeats):
+        if "native" in names:
+            native.append(runs.native(dataset))
+        if "no-checkpoints" in names and dataset.distribution == "uniform":
+            off.append(runs.vectorized(dataset, "no-checkpoints", checkpoints=False)[0])
+        result, job = runs.vectorized(dataset)
+        on.append(result)
+        if "folded" in names:
+            fold.append(runs.folded(dataset))
+    measured.pooled((native, on, off, fold))
+    return job
+
+
+def _restarts(runs, job, dataset: Dataset, measured: _Measured) -> None:
+    """Times the vectorized ``job``'s restarts on path A and path B."""
+    for path, lose in (("A", False), ("B", True)):
+        seconds = runs.restart(job, dataset, lose_spark_checkpoint=lose)
+        measured.recovery.append({"implementation": "vectorized", "path": path, "keys": dataset.keys,
+                                  "seconds": round(seconds, 2)})
+        print(f"bench: recovery path {path} at {dataset.keys:,} keys: {seconds:.1f} s", file=sys.stderr)
 
 
 def _kafka_turns(runs, dataset: Dataset, args) -> tuple[list[RunResult], ...]:
