@@ -328,7 +328,7 @@ def _application(app: str) -> str:
     installed example ``persistent.examples.wordcount``."""
     from persistent.storage.fs import LocalFileSystem
 
-    if LocalFileSystem().kind(app) == "file":
+    if LocalFileSystem().kind(os.path.abspath(app)) == "file":  # a name, not a URI
         return app
     examples = _examples()
     if app in examples:

@@ -477,6 +477,15 @@ def test_run_of_an_application_that_does_not_exist_starts_nothing(capsys, monkey
                    f"nor is it an example (count, demo, pipeline, sessions, window_average, wordcount)\n")
 
 
+def test_an_application_is_any_local_file_by_its_name_and_a_uri_is_none(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs:count.py").write_text("")  # a colon, as a URI's scheme has
+    command, _ = cli.submit_command(["--master", "local[1]", "jobs:count.py"])
+    assert command[-1] == "jobs:count.py"
+    code, _, err = run_cli(capsys, "run", "--master", "local[1]", "hdfs://namenode/count.py")
+    assert code == 2 and "application hdfs://namenode/count.py does not exist (or is not a file)" in err
+
+
 def test_run_of_an_example_by_name_runs_the_file_of_the_installed_example():
     import persistent.examples
 
