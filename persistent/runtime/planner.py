@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -75,11 +74,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
-from persistent.core.errors import JobDirectoryInUseError, RestartRefusedError
-from persistent.runtime import stopping
+from persistent.core.errors import RestartRefusedError
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
-from persistent.runtime.failures import worker_lost
 from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
                                      load_extension, newest_per_group, pack_of, packed)
 from persistent.runtime.heartbeats import heartbeats
