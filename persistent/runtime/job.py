@@ -19,8 +19,8 @@ from persistent.core.task import PersistentTask
 from persistent.runtime.delivery import Delivery
 from persistent.runtime.metrics import DEFAULT_HOST, JobMetrics
 from persistent.runtime.planner import Plan
-from persistent.runtime.running import RunningJob
 from persistent.runtime.progress import stderr
+from persistent.runtime.running import RunningJob
 from persistent.sinks.base import Sink
 from persistent.sources.base import Source
 from persistent.storage.dead_letters import DeadLetters

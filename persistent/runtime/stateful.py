@@ -31,8 +31,8 @@ from persistent.core.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.fold import Fold
 from persistent.runtime.group_state import Base
-from persistent.runtime.keygroup import KeyGroup, Taken
 from persistent.runtime.kept import kept_checkpoint
+from persistent.runtime.keygroup import KeyGroup, Taken
 from persistent.runtime.layout import slot_group
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport

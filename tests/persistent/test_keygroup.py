@@ -21,8 +21,8 @@ from persistent import KeyGroup, PersistentTask, TaskDefinitionError
 from persistent.core.badrecords import BadRecords
 from persistent.examples.count import MessageCount, VectorizedCount
 from persistent.runtime.group_state import Base
-from persistent.runtime.keygroup import Taken, whole_every_ms
 from persistent.runtime.kept import KeptCheckpoint
+from persistent.runtime.keygroup import Taken, whole_every_ms
 from persistent.storage.checkpoint_store import CheckpointStore, decode_record, encode_record
 from persistent.storage.fs import LocalFileSystem
 from persistent.tools.testing import TaskTester
