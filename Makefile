@@ -28,9 +28,9 @@ $(STAMP): setup.cfg pyproject.toml | check-env
 	@touch $(STAMP)
 
 # Spark's half of the fold, a jar per supported Spark minor version, built with Maven when
-# persistent/jvm/ changed since (persistent/jvm/build.py; the wheel's build runs it too).
+# persistent/jvm/ changed since (build_jars.py; the wheel's build runs it too).
 jvm: $(STAMP)
-	$(VENV)/bin/python persistent/jvm/build.py
+	$(VENV)/bin/python build_jars.py
 
 demo: jvm
 	$(VENV)/bin/python persistent/tools/environment.py --dependencies

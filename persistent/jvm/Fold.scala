@@ -30,7 +30,7 @@
 // `PackPerGroup` writes each key group's messages of a partition into one Arrow stream,
 // which crosses the shuffle as one row (persistent.runtime.fold.packed).
 //
-// Maven builds this file into a jar per supported Spark minor version (pom.xml, build.py);
+// Maven builds this file into a jar per supported Spark minor version (pom.xml, build_jars.py);
 // the runtime loads the running Spark's into the session (no restart, no setting).
 package org.apache.spark.sql.persistent
 

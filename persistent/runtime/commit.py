@@ -36,7 +36,7 @@ this order:
 
 The key groups wrote their checkpoints before they reported them, so the clock names
 durable checkpoints only, and everything it covers has reached the sink. The crash
-points of the failure tests (``persistent.core.faults``) are ``batch`` after 1,
+points of the failure tests (``persistent.storage.faults``) are ``batch`` after 1,
 ``clock`` before 4 and ``committed`` after 6.
 
 Nothing here imports Spark: ``tests/persistent/test_commit.py`` drives the commit
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from persistent.core.badrecords import BadRecordError, BadRecords
-from persistent.core.faults import CrashPoint, crash_point
+from persistent.storage.faults import CrashPoint, crash_point
 from persistent.runtime.delivery import Delivery, write_effects
 from persistent.runtime.recovery import Recovery
 from persistent.runtime.reports import GroupReport

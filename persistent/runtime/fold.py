@@ -8,7 +8,7 @@ monoid's ``plus`` is associative, so a task whose message values Spark can compu
 itself (``MonoidTask``: ``Count``, ``Averaged``) can be folded the same way, and each
 key group folds the partials into its table as it folds messages. Spark's half is
 ``persistent/jvm/Fold.scala``, built with Maven into a jar per supported Spark minor
-version (``persistent/jvm/build.py``), which the wheel ships and the runtime loads into
+version (``build_jars.py``), which the wheel ships and the runtime loads into
 the session (``load_extension``).
 
 **The rule.** A job folds when its task is a ``MonoidTask`` (whose state is not
@@ -85,7 +85,7 @@ __all__ = ["Fold", "Folding", "fold_of", "load_extension", "folded", "newest_per
            "jar_of", "PACKS", "WATERMARK_PROPERTY", "FOLD_PROPERTY", "PASS", "JARS"]
 
 #: Where the jars of Spark's half of the fold are: one per Spark minor version,
-#: ``persistent-fold-spark-X.Y.jar`` (``persistent/jvm/build.py``).
+#: ``persistent-fold-spark-X.Y.jar`` (``build_jars.py``).
 JARS = Path(__file__).resolve().parent.parent / "jvm"
 #: The column of a row's bucket (a message's time when it does not fold).
 _BUCKET = "bucket"

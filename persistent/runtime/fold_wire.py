@@ -3,7 +3,7 @@ which the driver tells Spark's half (``persistent/jvm/Fold.scala``) the micro-ba
 watermark and whether to fold, and the names of the aggregate functions a partial fold
 asks of Spark.
 
-Defined here only: ``persistent/jvm/build.py`` writes each of them into ``Wire.scala``
+Defined here only: ``build_jars.py`` writes each of them into ``Wire.scala``
 (``object Wire``, under the same names) before it compiles Spark's half; this module
 imports nothing, since the build reads it before the project is installed.
 """

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from persistent.core.badrecords import BadRecordError, BadRecords, LateRecords, late_messages
-from persistent.core.faults import CrashPoint, crash_point
+from persistent.storage.faults import CrashPoint, crash_point
 from persistent.core.task import PersistentTask
 from persistent.runtime.fold import Fold
 from persistent.runtime.group_state import Base

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from persistent.core.errors import ConfigError, RestartRefusedError
-from persistent.core.faults import CrashPoint, crash_point
+from persistent.storage.faults import CrashPoint, crash_point
 
 __all__ = ["BatchId", "result_columns", "earlier_run", "Sink", "TransactionalSink"]
 

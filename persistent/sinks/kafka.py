@@ -44,8 +44,8 @@ from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlparse
 
 from persistent.core.errors import ConfigError, OutputError, SetupError
-from persistent.core.faults import CrashPoint, crash_point
-from persistent.core.kafka_client import check_brokers, client, client_settings, reason
+from persistent.storage.faults import CrashPoint, crash_point
+from persistent.sources.kafka_client import check_brokers, client, client_settings, reason
 from persistent.sinks.base import BatchId, Sink, earlier_run, result_columns
 
 __all__ = ["KafkaSink", "kafka_sink_from_uri"]
@@ -61,7 +61,7 @@ class KafkaSink(Sink):
     per micro-batch; see the module docstring. ``kafka_options`` are options of the
     producer in Spark's Kafka spelling (``kafka.security.protocol``, ...), as the Kafka
     source takes them, translated for the driver's client as the source's are
-    (``persistent.core.kafka_client``)."""
+    (``persistent.sources.kafka_client``)."""
 
     reads_once = True  # the results come to the driver (``toPandas``) before the transaction
 

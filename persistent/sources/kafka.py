@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from persistent.core.errors import ConfigError, InputError, SetupError
-from persistent.core.kafka_client import check_brokers, client, client_settings
+from persistent.sources.kafka_client import check_brokers, client, client_settings
 from persistent.sources.base import Source
 from persistent.storage.filesystems import JobStorage
 
@@ -62,7 +62,7 @@ class KafkaSource(Source):
     ``max_offsets_per_batch`` bounds a micro-batch (Spark's ``maxOffsetsPerTrigger``);
     ``kafka_options`` passes further options to Spark's Kafka source, such as
     ``kafka.security.protocol`` or ``failOnDataLoss``; the driver's offset lookups take
-    the ``kafka.*`` ones, translated for its client (``persistent.core.kafka_client``).
+    the ``kafka.*`` ones, translated for its client (``persistent.sources.kafka_client``).
     """
 
     bootstrap_servers: str

@@ -234,6 +234,12 @@ class LocalFileSystem(FileSystem):
         except FileNotFoundError:
             return []
 
+    def status(self, path: str) -> FileStatus:
+        """File ``path`` as a listing of its directory shows it; ``OSError`` when it
+        cannot be looked at."""
+        stat = os.stat(local_path(path))
+        return FileStatus(os.path.basename(local_path(path)), stat.st_size, stat.st_mtime_ns)
+
     def list_files(self, path: str) -> list[FileStatus]:
         """The files (not directories) in directory ``path``, by name;
         ``FileNotFoundError`` when it does not exist."""

@@ -351,7 +351,7 @@ def submit_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     options, app, app_args = _split_submit_args(args)
     from pyspark.find_spark_home import _find_spark_home
 
-    from persistent.tools.session import DEFAULTS_FILE, LOGGING_FILE
+    from persistent.storage.package_data import DEFAULTS_FILE, LOGGING_FILE
 
     spark_submit = os.path.join(_find_spark_home(), "bin", "spark-submit")
     defaults = [

@@ -7,7 +7,7 @@ whether another job holds its lease, ``persistent.storage.lease``), its SQLite d
 or local Parquet directory, the local input directory of a files
 source, the brokers of a Kafka source or sink (one metadata request with the driver's
 Kafka options: a failed login or an untrusted certificate is refused, naming the
-brokers; ``persistent.core.kafka_client``), the metrics client when it serves metrics,
+brokers; ``persistent.sources.kafka_client``), the metrics client when it serves metrics,
 and the Spark master. Directories on other file systems are left to the job's start:
 reaching them takes longer than a check should.
 """

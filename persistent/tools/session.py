@@ -1,33 +1,15 @@
-"""A SparkSession with the project's defaults (``persistent/conf/spark-defaults.conf``),
-and where they are: inside the package, so an installed wheel carries them."""
+"""A SparkSession with the project's defaults (``persistent/conf/spark-defaults.conf``,
+``persistent.storage.package_data``)."""
 
 from __future__ import annotations
 
 import os
 import sys
-from importlib.resources import files
 
+from persistent.storage.package_data import spark_defaults
 from persistent.tools.environment import check_java
 
-__all__ = ["spark_session", "CONF_DIR", "DEFAULTS_FILE", "LOGGING_FILE"]
-
-#: The project's configuration directory, package data of ``persistent``: a directory,
-#: or a place inside the zip of the packages shipped with ``--py-files``.
-CONF_DIR = files("persistent") / "conf"
-#: Spark properties for every job.
-DEFAULTS_FILE = CONF_DIR / "spark-defaults.conf"
-#: The driver's log4j2 configuration for ``persistent run``: warnings and errors only.
-LOGGING_FILE = CONF_DIR / "log4j2.properties"
-
-
-def _defaults() -> dict[str, str]:
-    settings = {}
-    for line in DEFAULTS_FILE.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition(" ")
-            settings[key] = value.strip()
-    return settings
+__all__ = ["spark_session"]
 
 
 def _submitted_settings() -> dict[str, str]:
@@ -115,7 +97,7 @@ def _settings(submitted: dict[str, str], settings: dict[str, str], master: str |
     """What a session sets over what spark-submit set (``submitted``): the caller's
     ``settings``, then the defaults where neither set a key, and a page size for the
     tasks' heap (``_page_size``) where no one chose one."""
-    chosen = {**{key: value for key, value in _defaults().items() if key not in submitted}, **settings}
+    chosen = {**{key: value for key, value in spark_defaults().items() if key not in submitted}, **settings}
     effective = {**submitted, **chosen}
     if "spark.buffer.pageSize" not in effective:
         page = _page_size(effective, master or effective.get("spark.master", ""), driver_region)

@@ -8,7 +8,7 @@ A crash test starts the next run this way while the current one runs, kills the 
 one and then creates ``FILE``: the restart skips the seconds a cold start spends
 starting the JVM and the SparkContext, and is still a new process that reads its state
 from the disk. ``FILE`` holds the run's crash point (``PERSISTENT_CRASH_POINT=@FILE``,
-``persistent.core.faults``), which the test chooses only when it opens the gate.
+``persistent.storage.faults``), which the test chooses only when it opens the gate.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.examples.count import VectorizedCount
 from persistent.runtime import commit as commit_module
 from persistent.runtime.commit import Commit

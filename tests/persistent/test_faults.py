@@ -1,4 +1,4 @@
-"""Crash points (``persistent.core.faults``): inert without ``PERSISTENT_CRASH_POINT``,
+"""Crash points (``persistent.storage.faults``): inert without ``PERSISTENT_CRASH_POINT``,
 waiting at exactly the arrival it names, and a clear error for a value that names no
 point, which would otherwise never crash."""
 
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from persistent.core import faults
+from persistent.storage import faults
 from persistent.core.errors import ConfigError
-from persistent.core.faults import CrashPoint, crash_point
+from persistent.storage.faults import CrashPoint, crash_point
 
 
 class Waiting(Exception):

@@ -1,5 +1,5 @@
 """The driver's Kafka clients on secured Kafka: the options a Spark user writes in the
-Java client's spelling, translated for librdkafka (``persistent.core.kafka_client``),
+Java client's spelling, translated for librdkafka (``persistent.sources.kafka_client``),
 each rule on its own, then against the SASL_SSL listener of a real broker
 (``secured_kafka``: SCRAM-SHA-512 over TLS), where a wrong password and a truststore
 that does not hold the broker's certificate are refused in one line. The whole job on
@@ -15,7 +15,7 @@ import pytest
 
 from kafka_topics import Results, Topic, committed, new_topic, spread
 from persistent.core.errors import ConfigError, SetupError
-from persistent.core.kafka_client import JAVA_ONLY, _detail, check_brokers, client, client_settings
+from persistent.sources.kafka_client import JAVA_ONLY, _detail, check_brokers, client, client_settings
 from persistent.sinks.base import BatchId
 from persistent.sinks.kafka import KafkaSink
 from persistent.sinks.uri import sink_from_uri

@@ -1,19 +1,18 @@
 """The import graph keeps the layers: ``monoids`` <- ``state`` <- ``persistent``, and
-inside ``persistent`` its rooms, lower to higher: ``core`` <- ``storage`` <- ``sources``,
+inside ``persistent`` its rooms, lower to higher: ``core`` <- ``storage`` <- ``sources`` <-
 ``sinks`` <- ``runtime`` <- ``tools``.
 
 Every module is read with ``ast``, not imported, and every import counts for the
 layers, a lazy one inside a function as well: a room may import its own modules and
-those of lower rooms, never a higher room nor a room beside it (``sources`` and
-``sinks`` stand side by side). ``persistent/__init__.py``, the package's face, stands
+those of lower rooms, never a higher room nor a room beside it.
+``persistent/__init__.py``, the package's face, stands
 above every room; no room imports it. Imports form no cycle, a lazy one inside a
 function included: it closes the loop as soon as the function runs. One for type
 annotations only (under ``if TYPE_CHECKING:``) never runs and is no edge.
 
 Every byte a job keeps goes through one package, ``persistent.storage``: no other
 module, the examples included, calls Python's file functions, imports a module that
-is nothing else, or a method of ``pathlib.Path`` that reads or writes, but the few
-named in ``FILE_SYSTEM_EXCEPTIONS`` with the reason.
+is nothing else, or a method of ``pathlib.Path`` that reads or writes.
 """
 
 from __future__ import annotations
@@ -26,9 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("monoids", "state", "persistent")
 #: The rooms of ``persistent``, lowest first; rooms of one rank stand side by side.
-#: ``jvm`` is no package: Spark's half of the fold and the script that builds its jars
-#: before the project is installed, which imports nothing of ours.
-ROOMS = {"core": 0, "jvm": 0, "storage": 1, "sources": 2, "sinks": 2, "runtime": 3, "tools": 4}
+ROOMS = {"core": 0, "storage": 1, "sources": 2, "sinks": 3, "runtime": 4, "tools": 5}
 
 
 def module_name(path: Path) -> str:
@@ -161,15 +158,7 @@ PATH_METHODS = {"read_text", "write_text", "write_bytes", "iterdir", "glob", "rg
                 "unlink", "rmdir", "mkdir"}
 #: The only package that touches a file system.
 DURABLE = "persistent.storage"
-#: Modules outside it that touch one, and why they must.
-FILE_SYSTEM_EXCEPTIONS = {
-    "persistent.jvm.build": "builds the install's jars before the project is installed (standard library only)",
-    "persistent.tools.session": "reads the install's Spark defaults, package data that may be inside a zip",
-    "persistent.core.faults": "writes a crash point's marker file, only where a test arms one",
-    "persistent.core.kafka_client": "looks at the truststore a Kafka client names, which Java's keytool reads",
-}
-SCANNED = {**MODULES, **{f"persistent.{module_name(path)}": path for path in sorted((ROOT / "examples").glob("*.py"))},
-           "persistent.jvm.build": ROOT / "persistent" / "jvm" / "build.py"}
+SCANNED = {**MODULES, **{f"persistent.{module_name(path)}": path for path in sorted((ROOT / "examples").glob("*.py"))}}
 
 
 def file_system_access(path: Path) -> list[str]:
@@ -217,9 +206,8 @@ def _dotted(node: ast.AST) -> str | None:
 def test_only_the_durable_package_touches_a_file_system():
     outside = {module: found for module, path in SCANNED.items()
                if not module.startswith(f"{DURABLE}.") and (found := file_system_access(path))}
-    assert set(outside) == set(FILE_SYSTEM_EXCEPTIONS), "\n".join(
-        f"{SCANNED[module].relative_to(ROOT)}:{line}" for module in sorted(outside.keys() - FILE_SYSTEM_EXCEPTIONS)
-        for line in outside[module])
+    assert not outside, "\n".join(f"{SCANNED[module].relative_to(ROOT)}:{line}"
+                                   for module in sorted(outside) for line in outside[module])
 
 
 @pytest.mark.parametrize(("source", "found"), [

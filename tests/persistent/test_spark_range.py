@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _build():
-    spec = importlib.util.spec_from_file_location("build", JARS / "build.py")
+    spec = importlib.util.spec_from_file_location("build_jars", ROOT / "build_jars.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

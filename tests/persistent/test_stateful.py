@@ -18,7 +18,7 @@ from spark_groups import Accumulator, GroupState, frame, given_watermark, marked
 from monoids import Last, Timestamped
 from persistent import PersistentTask
 from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords, LateRecords
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.examples.count import VectorizedCount
 from persistent.runtime import kept, stateful
 from persistent.runtime.recovery import Recovery, RecoveryPath

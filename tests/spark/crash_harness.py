@@ -3,7 +3,7 @@
 A run is started in a session of its own, so SIGKILL reaches every process of the
 job: the driver JVM, its Python driver, PySpark's worker daemon (which moves into a
 process group of its own) and the Python workers, and on a ``local-cluster`` master
-the executor JVMs. Kills happen at a named crash point (``persistent.core.faults``) or
+the executor JVMs. Kills happen at a named crash point (``persistent.storage.faults``) or
 after a random delay; the seed of the random choices is printed, and setting
 ``PERSISTENT_CRASH_SEED`` replays them.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pyspark.find_spark_home import _find_spark_home
 
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.storage.checkpoint_store import CheckpointStore
 from persistent.storage.fs import FileSystem, LocalFileSystem
 

@@ -1,7 +1,7 @@
 """Exactly-once under real failures: the count example, killed with SIGKILL again and again.
 
 Every scenario runs ``spark-submit examples/count.py``, kills the whole job at chosen
-crash points (``persistent.core.faults``) and at random moments, restarts it, and at the end
+crash points (``persistent.storage.faults``) and at random moments, restarts it, and at the end
 compares the sink with the counts of one clean pass over the same input: no message
 may be lost and none counted twice. The clock must still name durable checkpoints.
 """
@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from crash_harness import Crasher, checkpoints_of_changes, python_workers
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.storage.checkpoint_store import CheckpointStore
 from persistent.storage.clock_store import ClockStore, verify_clock
 from persistent.storage.fs import LocalFileSystem

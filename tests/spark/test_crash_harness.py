@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from crash_harness import _STANDBYS, Crasher, session_processes, stop_standbys
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 
 #: Waits at the crash point the harness names, as the runtime's ``crash_point`` does.
 REACHES_THE_POINT = """
@@ -23,7 +23,7 @@ REACHES_THE_POINT = """
 
 
 #: Waits for its gate as a standby (``persistent.tools.standby``), then reads its crash
-#: point from the file as ``persistent.core.faults`` does, and writes how it started.
+#: point from the file as ``persistent.storage.faults`` does, and writes how it started.
 STANDS_BY = """
     import os, time
     gate = os.environ.get("PERSISTENT_STANDBY")

@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from crash_harness import Crasher
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.runtime.delivery import Delivery, Effects
 from persistent.runtime.recovery import RecoveryPath
 from test_crash import count_args

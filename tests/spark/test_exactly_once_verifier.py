@@ -31,7 +31,7 @@ import pytest
 
 from crash_harness import Crasher, stop_standbys
 from kafka_topics import committed, new_topic
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from test_kafka import SUBMIT
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from crash_harness import Crasher
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.storage.clock_store import verify_clock
 from persistent.storage.job_directory import JobDirectory, task_index
 from persistent.storage.webhdfs import WebHdfsFileSystem

@@ -24,7 +24,7 @@ import pytest
 from crash_harness import Crasher
 from jvm_servers import kafka_connector
 from kafka_topics import Topic, spread
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.storage.clock_store import ClockStore
 from persistent.storage.fs import LocalFileSystem
 from test_crash import assert_clock_names_durable_checkpoints

@@ -141,7 +141,7 @@ def test_the_count_example_killed_at_every_crash_point_writes_each_micro_batch_o
     from kafka_topics import Topic, spread
     from test_kafka import SUBMIT, kafka_args
 
-    from persistent.core.faults import CrashPoint
+    from persistent.storage.faults import CrashPoint
 
     source = Topic(kafka_broker.bootstrap)
     source.write(spread(1, 3_000, 4))

@@ -23,7 +23,7 @@ from test_crash import EXPECTED, assert_clock_names_durable_checkpoints, generat
 from test_window_average import assert_windows_equal_pandas
 from test_wordcount import expected_counts
 
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from persistent.runtime.recovery import RecoveryPath
 from persistent.storage.checkpoint_store import decode_record
 from persistent.storage.clock_store import ClockStore

@@ -5,7 +5,7 @@
 
 Spark's executors read the topic with Kafka's Java client, the driver looks up where a
 rewind starts and writes the sink's transactions with librdkafka, from the same
-options (``persistent.core.kafka_client``). The topics are made and written on the
+options (``persistent.sources.kafka_client``). The topics are made and written on the
 broker's PLAINTEXT listener, as in tests/spark/test_kafka.py, whose helpers these
 tests share; the refusals of a wrong password and of an untrusted certificate are
 tested without Spark (tests/persistent/test_kafka_security.py, test_preflight.py)."""
@@ -18,7 +18,7 @@ import pytest
 
 from crash_harness import Crasher
 from kafka_topics import Topic, committed, new_topic, newest_values, spread
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from test_kafka import SUBMIT, finish, kafka_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_lock")]

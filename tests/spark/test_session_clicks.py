@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from crash_harness import Crasher
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from test_crash import assert_clock_names_durable_checkpoints
 from test_window_crashes import recovery_path
 

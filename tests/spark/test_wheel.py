@@ -74,7 +74,7 @@ def outside(directory: Path, **variables: str) -> dict:
 def test_the_new_environment_imports_the_installed_packages_and_their_spark_defaults(installed, tmp_path):
     paths = run(
         [installed / "bin" / "python", "-c",
-         "import monoids, state, persistent.tools.session as s\n"
+         "import monoids, state, persistent.storage.package_data as s\n"
          "print(monoids.__file__, state.__file__, s.__file__, s.DEFAULTS_FILE, s.LOGGING_FILE, sep='\\n')"],
         **outside(tmp_path),
     ).splitlines()

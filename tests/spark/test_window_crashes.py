@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from crash_harness import Crasher
-from persistent.core.faults import CrashPoint
+from persistent.storage.faults import CrashPoint
 from test_crash import FOLDS, assert_clock_names_durable_checkpoints, kill_on_paths_a_and_b_then_rescale
 from test_window_average import assert_windows_equal_pandas
 

@@ -1,5 +1,5 @@
-"""Builds Spark's half of the fold (``Fold.scala``) with Maven: one jar per Spark minor
-version that ``pom.xml`` has a profile for, beside this file, where the wheel ships them
+"""Builds Spark's half of the fold (``persistent/jvm/Fold.scala``) with Maven: one jar per
+Spark minor version that ``pom.xml`` has a profile for, beside it, where the wheel ships them
 and ``persistent.runtime.fold`` loads the one of the running Spark. A jar newer than the
 sources and the pom is kept.
 
@@ -7,8 +7,9 @@ What the two halves agree on is defined once, in ``persistent/runtime/fold_wire.
 ``wire()`` writes it into ``Wire.scala`` beside ``Fold.scala`` (not kept in the
 repository) before Maven compiles them.
 
-Standard library only: the wheel's build (``setup.py``) and ``make`` run it as a script,
-before the project is installed. It needs Maven (``mvn``) and a JDK 17 or newer.
+A build step, not part of the package: the wheel's build (``setup.py``) and ``make`` run
+it as a script, before the project is installed, so it uses the standard library only.
+It needs Maven (``mvn``) and a JDK 17 or newer.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent / "persistent" / "jvm"
 WIRE = HERE.parent / "runtime" / "fold_wire.py"
 SOURCES = (HERE / "Fold.scala", HERE / "pom.xml", WIRE)
 
@@ -31,7 +32,7 @@ def wire() -> Path:
     under its name (rewritten only when that changes it)."""
     constants = {name: value for name, value in runpy.run_path(str(WIRE)).items()
                  if name.isupper() and isinstance(value, str)}
-    lines = [f"// Written by build.py from {WIRE.parent.name}/{WIRE.name}: change that file, not this one.",
+    lines = [f"// Written by build_jars.py from {WIRE.parent.name}/{WIRE.name}: change that file, not this one.",
              "package org.apache.spark.sql.persistent", "", "object Wire {",
              *(f"  val {name} = {_scala_string(value)}" for name, value in constants.items()), "}", ""]
     path, text = HERE / "Wire.scala", "\n".join(lines)

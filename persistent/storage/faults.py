@@ -22,6 +22,7 @@ import time
 
 from persistent.core.choices import Choice
 from persistent.core.errors import ConfigError
+from persistent.storage.fs import LocalFileSystem
 
 __all__ = ["CrashPoint", "crash_point"]
 
@@ -66,12 +67,10 @@ def crash_point(point: CrashPoint) -> None:
     _arrivals[armed] = _arrivals.get(armed, 0) + 1
     if _arrivals[armed] != count:
         return
-    try:
-        marker = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    try:  # the id of the process that waits, for a test to kill its parents
+        LocalFileSystem().create_new(path, str(os.getpid()).encode())
     except FileExistsError:
         return
-    os.write(marker, str(os.getpid()).encode())  # which process waits, for a test to kill its parents
-    os.close(marker)
     while True:
         time.sleep(60)
 
@@ -79,8 +78,7 @@ def crash_point(point: CrashPoint) -> None:
 def _read(path: str) -> str:
     """The value ``@path`` stands for: the file's content."""
     try:
-        with open(path) as f:
-            return f.read().strip()
+        return LocalFileSystem().read_bytes(path).decode().strip()
     except OSError as error:
         raise ConfigError(f"{_VARIABLE}=@{path}: cannot read the file: {error}") from None
 

@@ -52,6 +52,7 @@ import time
 from collections.abc import Mapping
 
 from persistent.core.errors import ConfigError, SetupError
+from persistent.storage.fs import LocalFileSystem
 
 __all__ = ["client_settings", "client", "check_brokers", "JAVA_ONLY", "CHECK_TIMEOUT_S"]
 
@@ -199,8 +200,8 @@ def _trusted(what: str, location: str, password: str | None, store_type: str | N
     if (store_type or "").upper() == "PEM":
         return {"ssl.ca.location": location}
     try:
-        stat = os.stat(location)
-        return {"ssl.ca.pem": _truststore_pem(location, password, store_type, stat.st_mtime_ns, stat.st_size)}
+        file = LocalFileSystem().status(location)
+        return {"ssl.ca.pem": _truststore_pem(location, password, store_type, file.mtime_ns, file.size)}
     except OSError as exc:
         raise ConfigError(f"{what}: kafka.ssl.truststore.location {location}: {exc.strerror}") from None
     except (ConfigError, SetupError) as exc:
