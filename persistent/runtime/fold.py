@@ -253,9 +253,13 @@ def _array(spark, java_class: str, values: list):
     return array
 
 
+#: The name of the jar of Spark minor version ``X.Y``: ``_JAR.format("X.Y")``.
+_JAR = "persistent-fold-spark-{}.jar"
+
+
 def jar_of(spark_version: str) -> Path:
     """The jar of Spark's half of the fold for Spark ``spark_version`` (its minor version's)."""
-    return JARS / f"persistent-fold-spark-{minor_of(spark_version)}.jar"
+    return JARS / _JAR.format(minor_of(spark_version))
 
 
 def load_extension(spark) -> str | None:
@@ -266,8 +270,9 @@ def load_extension(spark) -> str | None:
     jar = jar_of(spark.version)
     local = LocalFileSystem()
     if local.kind(str(jar)) != "file":
+        prefix, suffix = _JAR.split("{}")
         built = ", ".join(name for name in local.list_names(str(JARS))
-                          if name.startswith("persistent-fold-spark-") and name.endswith(".jar")) or "none"
+                          if name.startswith(prefix) and name.endswith(suffix)) or "none"
         return f"Spark's half of the fold is not loaded: no {jar.name} in {JARS} (built: {built})"
     jvm = spark.sparkContext._jvm
     try:
