@@ -164,7 +164,7 @@ def _write_after(fs, directory: str, name: str, data: bytes, after_ms: int) -> i
     path = fs.join(directory, name)
     while True:
         fs.write_atomic(path, data)
-        modified_ms = next(_modified_ms(f) for f in fs.list_files(directory) if f.name == name)
+        modified_ms = _modified_ms(fs.status(path))
         if modified_ms > after_ms:
             return modified_ms
         time.sleep(_FILE_TIME_STEP_S)

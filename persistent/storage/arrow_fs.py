@@ -95,16 +95,21 @@ class ArrowFileSystem(FileSystem):
         with self._errors("list", path):
             return sorted(info.base_name for info in self.arrow.get_file_info(selector))
 
+    def status(self, path: str) -> FileStatus:
+        """File ``path`` as a listing of its directory shows it; ``FileNotFoundError``
+        when it does not exist."""
+        with self._errors("look up", path):
+            info = self.arrow.get_file_info(self._path(path))
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"{path} does not exist")
+        return _status(info)
+
     def list_files(self, path: str) -> list[FileStatus]:
         """The files (not directories) in directory ``path``, by name;
         ``FileNotFoundError`` when it does not exist."""
         with self._errors("list", path):
             infos = self.arrow.get_file_info(pafs.FileSelector(self._path(path)))
-        return sorted(
-            (FileStatus(info.base_name, info.size, info.mtime_ns or 0)
-             for info in infos if info.type == pafs.FileType.File),
-            key=lambda f: f.name,
-        )
+        return sorted((_status(info) for info in infos if info.type == pafs.FileType.File), key=lambda f: f.name)
 
     def open_input(self, path: str) -> BinaryIO:
         """File ``path`` opened for reading, seekable."""
@@ -122,3 +127,7 @@ class ArrowFileSystem(FileSystem):
     def mkdirs(self, path: str) -> None:
         with self._errors("create directory", path):
             self.arrow.create_dir(self._path(path), recursive=True)
+
+
+def _status(info: pafs.FileInfo) -> FileStatus:
+    return FileStatus(info.base_name, info.size, info.mtime_ns or 0)

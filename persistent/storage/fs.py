@@ -235,8 +235,8 @@ class LocalFileSystem(FileSystem):
             return []
 
     def status(self, path: str) -> FileStatus:
-        """File ``path`` as a listing of its directory shows it; ``OSError`` when it
-        cannot be looked at."""
+        """File ``path`` as a listing of its directory shows it; ``FileNotFoundError``
+        when it does not exist."""
         stat = os.stat(local_path(path))
         return FileStatus(os.path.basename(local_path(path)), stat.st_size, stat.st_mtime_ns)
 

@@ -132,16 +132,19 @@ class WebHdfsFileSystem(FileSystem):
         except FileNotFoundError:
             return []
 
+    def status(self, path: str) -> FileStatus:
+        """File ``path`` as a listing of its directory shows it; ``FileNotFoundError``
+        when it does not exist."""
+        with self._errors("look up", path):
+            return _status(posixpath.basename(self._path(path)), self.client.status(self._path(path)))
+
     def list_files(self, path: str) -> list[FileStatus]:
         """The files (not directories) in directory ``path``, by name;
         ``FileNotFoundError`` when it does not exist."""
         with self._errors("list", path):
             entries = self.client.list(self._path(path), status=True)
-        return sorted(
-            (FileStatus(name, status["length"], status["modificationTime"] * 1_000_000)
-             for name, status in entries if status["type"] == "FILE"),
-            key=lambda f: f.name,
-        )
+        return sorted((_status(name, status) for name, status in entries if status["type"] == "FILE"),
+                      key=lambda f: f.name)
 
     def open_input(self, path: str) -> BinaryIO:
         """File ``path``, downloaded whole and opened for reading, seekable."""
@@ -162,3 +165,8 @@ class WebHdfsFileSystem(FileSystem):
     def mkdirs(self, path: str) -> None:
         with self._errors("create directory", path):
             self.client.makedirs(self._path(path))
+
+
+def _status(name: str, status: dict) -> FileStatus:
+    """A file as WebHDFS's ``FileStatus`` of it shows it."""
+    return FileStatus(name, status["length"], status["modificationTime"] * 1_000_000)

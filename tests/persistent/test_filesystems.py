@@ -48,6 +48,15 @@ def test_files_are_written_read_listed_replaced_and_deleted(place):
         fs.read_bytes(f"{root}/jobs/a/x/one")  # the error names the path, less its scheme
 
 
+def test_a_files_status_is_what_its_directorys_listing_shows(place):
+    fs, root = place
+    fs.write_atomic(f"{root}/generated/0001.parquet", b"rows" * 10)
+    (listed,) = fs.list_files(f"{root}/generated")
+    assert fs.status(f"{root}/generated/0001.parquet") == listed and (listed.name, listed.size) == ("0001.parquet", 40)
+    with pytest.raises(FileNotFoundError):
+        fs.status(f"{root}/generated/0002.parquet")
+
+
 def test_a_write_replaces_the_file_whole_and_create_new_refuses_one_that_exists(place):
     fs, root = place
     fs.write_atomic(f"{root}/clock/clock", b"old" * 1000)
