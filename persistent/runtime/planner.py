@@ -1,7 +1,8 @@
 """The planner: a ``Job`` on Spark, a ``PersistentTask`` on ``applyInPandasWithState``.
 
-``Plan.of(job)`` reads the job's settings once (choices parsed, the task's state
-spec computed); ``Plan.start`` plans recovery, builds the query and starts it.
+``Plan.of(job)`` reads the job's description (``persistent.runtime.description``) once
+(choices parsed, the task's state spec computed); ``Plan.start`` plans recovery, builds
+the query and starts it.
 
 Messages are grouped by **key group** (``pmod(hash(key), key_groups)``), not by key:
 one Python call per group and micro-batch updates all of the group's keys with
@@ -71,12 +72,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from persistent.core.badrecords import BAD_RECORD_COLUMN, BadRecords, LateRecords
 from persistent.core.errors import RestartRefusedError
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery, plan
+from persistent.runtime.description import JobDescription
 from persistent.runtime.fold import (FOLD_PROPERTY, PASS, WATERMARK_PROPERTY, Fold, Folding, fold_of, folded,
                                      load_extension, newest_per_group, pack_of, packed)
 from persistent.runtime.heartbeats import heartbeats
@@ -106,9 +107,6 @@ from state.persistent_state import PersistentState
 from state.table_format import describe
 from state.window import bucket_ms
 
-if TYPE_CHECKING:  # the job module imports this one
-    from persistent.runtime.job import Job
-
 __all__ = ["Plan", "KEY_GROUPS_PER_CORE"]
 
 #: Whether a query runs a micro-batch when its watermark moved and no data came.
@@ -132,7 +130,8 @@ class Plan:
     recovery path A only): the benchmark measures what checkpoints cost with it.
     """
 
-    job: Job
+    #: What it plans: a ``Job``'s settings (the ``Job`` itself, whose ``plan`` this is).
+    job: JobDescription
     spec: PersistentState
     delivery: Delivery
     bad_records: BadRecords
@@ -140,7 +139,7 @@ class Plan:
     checkpoints: bool
 
     @classmethod
-    def of(cls, job: Job, checkpoints: bool = True) -> Plan:
+    def of(cls, job: JobDescription, checkpoints: bool = True) -> Plan:
         delivery = Delivery.of(job.delivery, "Job: delivery")
         delivery.check_sink(job.sink)
         # Only exactly-once checkpoints its tasks and keeps a clock.
@@ -169,6 +168,29 @@ class Plan:
         once for its groups' rows and once for the timeouts due, even when none is."""
         return self.watermark_acts_alone or (self.checkpoints and not early)
 
+    def settings(self) -> dict[str, str]:
+        """The settings the job's metrics serve as ``persistent_job_info``: its task, source
+        and sink by class (a sink's URI may hold a password), its job directory, delivery,
+        checkpoint interval, watermark delay, key groups and record handling."""
+        job = self.job
+        return {
+            "task": type(job.task).__name__,
+            "source": type(job.source).__name__,
+            "sink": type(job.sink).__name__,
+            "checkpoint_dir": job.checkpoint_dir,
+            "delivery": self.delivery.value,
+            "checkpoint_interval_ms": str(job.checkpoint_interval_ms),
+            "watermark_delay_ms": str(job.watermark_delay_ms),
+            "key_groups": "as the job directory has them" if job.key_groups is None else str(job.key_groups),
+            "bad_records": self.bad_records.value,
+            "late_records": self.late_records.value,
+        }
+
+    def serve_metrics(self, app: str) -> JobMetrics:
+        """Serves the metrics of application ``app``'s run of the job on ``Job.metrics_port``
+        (``Job.metrics_host``), with its settings from the start (``settings``)."""
+        return JobMetrics(self.job.metrics_port, app, self.job.metrics_host, self.settings())
+
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Takes the job directory's lease (``persistent.storage.lease``: a directory
         another job runs on is refused here, before anything is written), plans
@@ -182,7 +204,7 @@ class Plan:
         metrics, closing = None, []
         try:
             if self.job.metrics_port is not None:
-                metrics = self.job.serve_metrics(spark.sparkContext.appName)
+                metrics = self.serve_metrics(spark.sparkContext.appName)
                 closing.append(metrics)
                 stderr.line(f"[persistent] metrics on http://{metrics.address}/metrics")
             return self._start(spark, directory, lease, available_now, trigger_ms, metrics, closing)
