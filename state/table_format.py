@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,16 +32,43 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms
 from state.window import SessionWindow, Window, window_from
 
-if TYPE_CHECKING:  # state.table imports this module
-    from state.table import KeyedTable
-
-__all__ = ["describe", "encode_rows", "TableBytes"]
+__all__ = ["describe", "encode_rows", "Table", "TableBytes"]
 
 _MAGIC = b"PKTB"
 _VERSION = 3
 #: Sections per readable format version: meta, keys, buckets, values (from 2 the
 #: description, from 3 the times).
 _SECTIONS = {1: 4, 2: 5, 3: 6}
+
+
+class Table(Protocol):
+    """A table as its bytes hold it: what ``encode_rows`` reads and ``TableBytes.fill``
+    sets of a ``state.table.KeyedTable`` (which imports this module)."""
+
+    #: The settings: read, and checked against the bytes.
+    monoid: Monoid
+    interval_ms: int
+    window: Window | SessionWindow | None
+    ttl_ms: int | None
+    bucket_ms: int
+    #: The columns, one row each; ``times`` only with a ``ttl_ms``.
+    keys: np.ndarray
+    buckets: np.ndarray
+    values: np.ndarray
+    times: np.ndarray | None
+    #: The counters.
+    checkpoint_ms: int
+    emitted_ms: int
+    late_count: int
+    #: What the table derives from its rows, which filling drops (ids, codes) or clears
+    #: (the rows touched, without a window).
+    _ids: np.ndarray | None
+    _codes: np.ndarray | None
+    _touched: np.ndarray | None
+
+
+#: The table ``TableBytes.fill`` fills and returns.
+T = TypeVar("T", bound=Table)
 
 
 def describe(
@@ -58,7 +85,7 @@ def describe(
     return description
 
 
-def encode_rows(table: KeyedTable, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
+def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
     """The bytes of ``table``'s ``rows`` (a mask), its late count and settings, with the
     times ``checkpoint_ms`` and ``emitted_ms`` (a checkpoint's, which may be older than the
     table's own)."""
@@ -128,7 +155,7 @@ class TableBytes:
             raise StateValueError(f"{what}: {exc}") from exc
         return monoid, interval_ms, window, ttl_ms
 
-    def fill(self, table: KeyedTable) -> KeyedTable:
+    def fill(self, table: T) -> T:
         """``table`` holding the rows and counters of the bytes; returns it.
 
         ``table`` is new, of the monoid, window, interval and ``ttl_ms`` to read the
