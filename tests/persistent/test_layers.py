@@ -7,8 +7,9 @@ layers, a lazy one inside a function as well: a room may import its own modules 
 those of lower rooms, never a higher room nor a room beside it.
 ``persistent/__init__.py``, the package's face, stands
 above every room; no room imports it. Imports form no cycle, a lazy one inside a
-function included: it closes the loop as soon as the function runs. One for type
-annotations only (under ``if TYPE_CHECKING:``) never runs and is no edge.
+function included: it closes the loop as soon as the function runs; nor do they with
+those for type annotations only (under ``if TYPE_CHECKING:``), which never run but
+would make two modules know each other.
 
 Every byte a job keeps goes through one package, ``persistent.storage``: no other
 module, the examples included, calls Python's file functions, imports a module that
@@ -102,10 +103,11 @@ def test_imports_point_down_the_layers(module):
     assert not broken, "\n".join(broken)
 
 
-def import_cycle(modules: dict[str, Path]) -> list[str] | None:
+def import_cycle(modules: dict[str, Path], annotations: bool = False) -> list[str] | None:
     """A cycle of imports among ``modules`` (module names, first one last again), or None;
-    every import that runs is an edge, one inside a function too."""
-    graph = {m: sorted({t for t, _, runs in imports(m, modules) if runs and t in modules and t != m})
+    every import that runs is an edge, one inside a function too, and with
+    ``annotations`` one for type annotations only as well."""
+    graph = {m: sorted({t for t, _, runs in imports(m, modules) if (runs or annotations) and t in modules and t != m})
              for m in modules}
     state: dict[str, str] = {}  # "open" while on the path, "done" after
     path: list[str] = []
@@ -133,6 +135,11 @@ def test_no_import_cycle_not_even_through_an_import_inside_a_function():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def test_no_module_names_one_that_imports_it_even_in_an_annotation():
+    cycle = import_cycle(MODULES, annotations=True)
+    assert cycle is None, "import cycle through an annotation: " + " -> ".join(cycle)
+
+
 @pytest.mark.parametrize(("lazy_import", "cycle"), [
     ("def build():\n    from state.low import Low\n", ["state.low", "state.high", "state.low"]),
     ("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from state.low import Low\n", None),
@@ -141,6 +148,13 @@ def test_an_import_inside_a_function_closes_a_cycle_and_one_for_type_checking_do
     (tmp_path / "low.py").write_text("from state.high import High\n")
     (tmp_path / "high.py").write_text(lazy_import)
     assert import_cycle({"state.low": tmp_path / "low.py", "state.high": tmp_path / "high.py"}) == cycle
+
+
+def test_an_import_for_type_checking_closes_a_cycle_of_annotations(tmp_path):
+    (tmp_path / "low.py").write_text("from state.high import High\n")
+    (tmp_path / "high.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from state.low import Low\n")
+    modules = {"state.low": tmp_path / "low.py", "state.high": tmp_path / "high.py"}
+    assert import_cycle(modules, annotations=True) == ["state.low", "state.high", "state.low"]
 
 
 #: Python's ways to a file system: functions by the name they are called with (after
