@@ -135,6 +135,9 @@ def test_no_import_cycle_not_even_through_an_import_inside_a_function():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+_TYPE_CHECKING_IMPORT = "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from state.low import Low\n"
+
+
 def test_no_module_names_one_that_imports_it_even_in_an_annotation():
     cycle = import_cycle(MODULES, annotations=True)
     assert cycle is None, "import cycle through an annotation: " + " -> ".join(cycle)
@@ -142,7 +145,7 @@ def test_no_module_names_one_that_imports_it_even_in_an_annotation():
 
 @pytest.mark.parametrize(("lazy_import", "cycle"), [
     ("def build():\n    from state.low import Low\n", ["state.low", "state.high", "state.low"]),
-    ("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from state.low import Low\n", None),
+    (_TYPE_CHECKING_IMPORT, None),
 ], ids=["inside-a-function", "type-checking"])
 def test_an_import_inside_a_function_closes_a_cycle_and_one_for_type_checking_does_not(tmp_path, lazy_import, cycle):
     (tmp_path / "low.py").write_text("from state.high import High\n")
@@ -152,7 +155,7 @@ def test_an_import_inside_a_function_closes_a_cycle_and_one_for_type_checking_do
 
 def test_an_import_for_type_checking_closes_a_cycle_of_annotations(tmp_path):
     (tmp_path / "low.py").write_text("from state.high import High\n")
-    (tmp_path / "high.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from state.low import Low\n")
+    (tmp_path / "high.py").write_text(_TYPE_CHECKING_IMPORT)
     modules = {"state.low": tmp_path / "low.py", "state.high": tmp_path / "high.py"}
     assert import_cycle(modules, annotations=True) == ["state.low", "state.high", "state.low"]
 
