@@ -74,10 +74,8 @@ class PersistentState(Generic[V]):
         from its whole checkpoint, or from ``start``, the decoded checkpoint its first
         changes change (``state.tables.chain_table``). Raises as ``build`` does, naming
         ``what`` and the checkpoint's time."""
-        def decode(stored: Stored) -> KeyedTable:
-            return self.build(interval_ms, stored.data, what=f"{what} at {stored.time_ms} ms")
-
-        return chain_table(chain, decode, start)
+        tables = [self.build(interval_ms, stored.data, what=f"{what} at {stored.time_ms} ms") for stored in chain]
+        return chain_table(chain, tables, start)
 
     def follow(self, checkpoint: KeyedTable, interval_ms: int, since: bytes, what: str = "state") -> KeyedTable:
         """The live state from a checkpoint (decoded by ``build``, which stays as it is:

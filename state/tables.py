@@ -11,7 +11,7 @@ checkpoint stored as changes to an earlier one is decoded from its chain
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from monoids.base import Monoid
@@ -77,24 +77,23 @@ def read_table(data: bytes, what: str = "table") -> KeyedTable:
 
 
 def chain_table(
-    chain: Sequence[Stored], decode: Callable[[Stored], KeyedTable], start: KeyedTable | None = None
+    chain: Sequence[Stored], tables: Sequence[KeyedTable], start: KeyedTable | None = None
 ) -> KeyedTable:
     """The checkpoint a chain (``CheckpointStore.recover``) ends with: its whole checkpoint
     decoded, or when the chain starts with changes, a copy of ``start`` (the checkpoint
     they change, left as it is), rolled forward by each changes after it
     (``KeyedTable.roll_forward``), which counts their rows in its ``chain_rows``.
-    ``decode`` makes a table of one checkpoint's data."""
-    first, *rest = chain
+    ``tables`` are the chain's checkpoints, each decoded from its data."""
+    (first, *rest), (whole, *changes) = chain, tables
     if first.base is None:
-        table = decode(first)
+        table = whole
         _check_time(table, first)
         table.whole_ms, table.chain_rows = first.time_ms, 0
     elif start is not None and start.checkpoint_ms == first.base[0]:
-        table, rest = start.copy(), chain
+        table, rest, changes = start.copy(), chain, tables
     else:
         raise StateValueError(f"the checkpoint at {first.time_ms} ms changes the one at {first.base[0]} ms, "
                               "which the chain does not hold")
-    changes = [decode(stored) for stored in rest]
     for one, stored in zip(changes, rest):
         _check_time(one, stored)
     if changes:

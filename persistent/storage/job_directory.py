@@ -50,7 +50,7 @@ from typing import TypeVar
 
 from persistent.core.badrecords import BadRecord
 from persistent.storage.checkpoint_store import CheckpointStore
-from persistent.storage.clock_store import ClockStore, verify_clock
+from persistent.storage.clock_store import ClockStore
 from persistent.storage.fs import FileSystem
 from persistent.storage.records import (
     BatchProgress,
@@ -331,7 +331,8 @@ class JobDirectory:
             return f"The clock's history cannot be read either: {exc}"
         for record in reversed(past):
             try:
-                verify_clock(record, lambda task: self.store(task_index(task)))
+                for task in record.task_clocks:
+                    self.store(task_index(task)).recover(record.clock_ms)
             except (CorruptCheckpointError, MissingCheckpointError):
                 continue
             return (

@@ -96,8 +96,9 @@ def read_state(directory: JobDirectory, at_ms: int, tasks: list[str]) -> Iterato
     """
     for task in tasks:
         store = _store(directory, task)
-        table = chain_table(store.recover(at_ms),
-                            lambda stored: read_table(stored.data, f"checkpoint {store.path(stored.time_ms)}"))
+        chain = store.recover(at_ms)
+        table = chain_table(chain, [read_table(stored.data, f"checkpoint {store.path(stored.time_ms)}")
+                                    for stored in chain])
         monoid = table.monoid
         if table.window is None:
             keys, column = table.totals()
