@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("monoids", "state", "persistent")
-#: The rooms of ``persistent``, lowest first; rooms of one rank stand side by side.
+#: The rooms of ``persistent``, lowest first.
 ROOMS = {"core": 0, "storage": 1, "sources": 2, "sinks": 3, "runtime": 4, "tools": 5}
 
 
