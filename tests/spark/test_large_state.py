@@ -42,7 +42,8 @@ def test_state_larger_than_the_driver_may_collect_checkpoints_and_restores_exact
     stores = [CheckpointStore(LocalFileSystem(), str(tmp_path / "ck" / "checkpoints"), task)
               for task in clock.task_clocks]
     # The state's own size: its files hold it compressed (zeros of sketches are most of it).
-    tables = [chain_table(store.recover(clock.clock_ms), lambda stored: read_table(stored.data)) for store in stores]
+    chains = [store.recover(clock.clock_ms) for store in stores]
+    tables = [chain_table(chain, [read_table(stored.data) for stored in chain]) for chain in chains]
     assert sum(len(table.encode()) for table in tables) > 200_000_000
 
     shutil.rmtree(tmp_path / "ck" / "spark")
