@@ -47,12 +47,8 @@ class Job(JobDescription):
 
     def serve_metrics(self, app: str) -> JobMetrics:
         """Serves the metrics of application ``app``'s run of the job on ``metrics_port``
-        (``metrics_host``), with its settings from the start (``settings``)."""
+        (``metrics_host``), with its settings from the start (``Plan.settings``)."""
         return self.plan.serve_metrics(app)
-
-    def settings(self) -> dict[str, str]:
-        """The settings its metrics serve as ``persistent_job_info`` (``Plan.settings``)."""
-        return self.plan.settings()
 
     def start(self, spark, available_now: bool = False, trigger_ms: int | None = None) -> RunningJob:
         """Plans recovery, builds the query and starts it; with ``metrics_port``, first
