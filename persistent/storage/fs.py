@@ -237,8 +237,8 @@ class LocalFileSystem(FileSystem):
     def status(self, path: str) -> FileStatus:
         """File ``path`` as a listing of its directory shows it; ``FileNotFoundError``
         when it does not exist."""
-        stat = os.stat(local_path(path))
-        return FileStatus(os.path.basename(local_path(path)), stat.st_size, stat.st_mtime_ns)
+        target = local_path(path)
+        return _status(os.path.basename(target), os.stat(target))
 
     def list_files(self, path: str) -> list[FileStatus]:
         """The files (not directories) in directory ``path``, by name;
@@ -247,8 +247,7 @@ class LocalFileSystem(FileSystem):
         for entry in os.scandir(local_path(path)):
             try:
                 if entry.is_file():
-                    stat = entry.stat()
-                    files.append(FileStatus(entry.name, stat.st_size, stat.st_mtime_ns))
+                    files.append(_status(entry.name, entry.stat()))
             except FileNotFoundError:  # deleted since the listing
                 continue
         return sorted(files, key=lambda f: f.name)
@@ -268,3 +267,7 @@ class LocalFileSystem(FileSystem):
     def mkdirs(self, path: str) -> None:
         with _refusals("create directory", path):
             os.makedirs(local_path(path), exist_ok=True)
+
+
+def _status(name: str, stat: os.stat_result) -> FileStatus:
+    return FileStatus(name, stat.st_size, stat.st_mtime_ns)
