@@ -17,11 +17,13 @@ at the same boundary, the newest one the watermark has passed, which is what let
 the global minimum checkpoint clock advance in step.
 
 Without a window, rows before the last checkpoint are merged into one *committed*
-row per key (bucket ``COMMITTED``); such a table (without ``ttl_ms`` either) may
-checkpoint only the keys whose committed rows changed since its last checkpoint
-(``checkpoint_changes``), which ``roll_forward`` applies to that checkpoint. With a
-window, buckets are the window's panes; closed windows are emitted by
-``close_windows`` and panes no window can need again are pruned at each checkpoint,
+row per key (bucket ``COMMITTED``), which the table holds first, in the order in which
+the checkpoint decodes them: a batch folds only the rows after them, and a checkpoint
+only those and the committed rows of their keys (``_commit``). Such a table (without
+``ttl_ms`` either) may checkpoint only the keys whose committed rows changed since its
+last checkpoint (``checkpoint_changes``), which ``roll_forward`` applies to that
+checkpoint. With a window, buckets are the window's panes; closed windows are emitted
+by ``close_windows`` and panes no window can need again are pruned at each checkpoint,
 so memory stays bounded.
 
 Without a window a table may expire keys (``ttl_ms``, by the rules of
@@ -194,7 +196,10 @@ class KeyedTable:
 
     def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
         """Folds messages that are not late (at least one) into the table: adds their rows
-        and folds rows of equal (key, bucket), older rows first. Returns the keys touched."""
+        and folds rows of equal (key, bucket), older rows first. Returns the keys touched.
+
+        Messages are never committed rows, so the committed rows the table starts with
+        (``_committed_rows``) stay as they are: only the rows after them are folded."""
         table_rows = len(self.keys)
         all_keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         ids, codes = self._with(keys)
@@ -206,8 +211,16 @@ class KeyedTable:
             np.concatenate([self.values, column]),
             None if self.times is None else np.concatenate([self.times, timestamps_ms]),
             None if self._touched is None else np.concatenate([self._touched, np.ones(len(keys), dtype=bool)]),
+            self._committed_rows(),
         )
         return self._distinct_keys(all_keys, codes, table_rows)
+
+    def _committed_rows(self) -> int:
+        """How many rows the table starts with that are committed rows (bucket
+        ``COMMITTED``, one per key): the keys a checkpoint holds, which a batch leaves in
+        place. Their keys are the first, so their codes are their rows."""
+        pending = self.buckets != COMMITTED
+        return int(pending.argmax()) if pending.any() else len(pending)
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
         """Starts from ``zero()`` each key that a message of the batch restarts
@@ -230,32 +243,46 @@ class KeyedTable:
         return keys[first_rows(codes)[pd.unique(codes[start:])]]
 
     def _replace_rows(self, keys: np.ndarray, ids: np.ndarray, codes: np.ndarray, buckets: np.ndarray,
-                      values: np.ndarray, times: np.ndarray | None, touched: np.ndarray | None) -> None:
+                      values: np.ndarray, times: np.ndarray | None, touched: np.ndarray | None,
+                      settled: int = 0) -> None:
         """Replaces the table's rows with the given ones, rows of equal (key, bucket)
         folded into one, older rows first; ``ids`` and ``codes`` are the keys' ids and
         codes. ``times`` and ``touched`` are the rows' columns (None for a table without
-        them)."""
+        them). The first ``settled`` rows share their (key, bucket) with no other row:
+        they are kept as they are, and only the rows after them are folded."""
+        tail = slice(settled, None)
+        first, folded, newest, marked = self._fold(
+            codes[tail], buckets[tail], values[tail],
+            None if times is None else times[tail], None if touched is None else touched[tail])
+        self.values = np.concatenate([values[:settled], folded])
+        self.times = None if times is None else np.concatenate([times[:settled], newest])
+        self._touched = None if touched is None else np.concatenate([touched[:settled], marked])
+        kept = np.concatenate([np.arange(settled), settled + first])
+        # Each key's first row is the first row of one of its pairs, and the first rows
+        # keep their order: the codes stay numbered by first appearance.
+        self.keys, self._ids, self.buckets, self._codes = keys[kept], ids[kept], buckets[kept], codes[kept]
+        if not self.monoid.commutative:
+            # Folding a key's buckets in time order is what a non-commutative monoid needs;
+            # the settled rows are committed ones, the oldest.
+            self._keep(np.concatenate([np.arange(settled), settled + np.argsort(self.buckets[tail], kind="stable")]))
+
+    def _fold(self, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray, times: np.ndarray | None,
+              touched: np.ndarray | None) -> tuple:
+        """Rows of equal (key code, bucket) folded into one, older rows first: the first
+        row of each pair, numbered by first appearance, and each pair's value, newest
+        time and whether a row of it was touched (None where the rows have no such
+        column). ``first`` comes first; the others are aligned with it."""
         bucket_codes, unique_buckets = pd.factorize(buckets)
         pairs = pair_codes(codes, int(codes.max(initial=-1)) + 1, bucket_codes, len(unique_buckets))
         first = first_rows(pairs)
-        self.values = self.monoid.reduce_by_key(pairs, len(first), values)
-        self.keys = keys[first]
-        self._ids = ids[first]
-        self.buckets = buckets[first]
-        # Each key's first row is the first row of one of its pairs, and the first rows
-        # keep their order: the codes stay numbered by first appearance.
-        self._codes = codes[first]
+        newest = marked = None
         if times is not None:
             newest = np.full(len(first), np.iinfo(np.int64).min)
             np.maximum.at(newest, pairs, times)
-            self.times = newest
         if touched is not None:
-            pairs_touched = np.zeros(len(first), dtype=bool)
-            pairs_touched[pairs[touched]] = True
-            self._touched = pairs_touched
-        if not self.monoid.commutative:
-            # Folding a key's buckets in time order is what a non-commutative monoid needs.
-            self._keep(np.argsort(self.buckets, kind="stable"))
+            marked = np.zeros(len(first), dtype=bool)
+            marked[pairs[touched]] = True
+        return first, self.monoid.reduce_by_key(pairs, len(first), values), newest, marked
 
     def _row_ids(self) -> np.ndarray:
         """The ids of the rows' keys, kept until the rows change."""
@@ -417,14 +444,12 @@ class KeyedTable:
         their rows count in ``chain_rows``."""
         if not self.keeps_changes:
             raise StateValueError("a table with a window or a ttl_ms checkpoints whole")
-        # The keys changed, by their codes: the seal folds a key's rows into its first
-        # one and keeps its code (a non-commutative monoid's rows are in bucket order
-        # already, and stay so), so no key of a table of millions is hashed again.
-        codes = self._key_codes()
-        changed = np.zeros(len(codes), dtype=bool)  # codes count from 0
-        changed[codes[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]] = True
+        # The keys changed, by their ids, which the seal keeps: no key of a table of
+        # millions is hashed again.
+        changed = np.zeros(len(self._key_ids), dtype=bool)
+        changed[self._row_ids()[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]] = True
         self.seal(timestamp_ms)
-        rows = (self.buckets == COMMITTED) & changed[self._key_codes()]
+        rows = (self.buckets == COMMITTED) & changed[self._row_ids()]
         self.chain_rows += int(rows.sum())
         return encode_rows(self, rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
@@ -444,14 +469,23 @@ class KeyedTable:
                     f"{since_ms} ms"
                 )
             since_ms = one.checkpoint_ms
-        keys = np.concatenate([self.keys, *(one.keys for one in changes)])
-        ids, codes = self._with(keys[len(self.keys):])
-        # A checkpoint holds each key once: its rows are the first codes, in order.
-        last = np.zeros(codes.max(initial=-1) + 1, dtype=np.intp)
+        # A checkpoint holds each key once: its rows are the first codes, in order, and
+        # only the changes' rows are folded.
+        held = len(self.keys)
+        keys = np.concatenate([one.keys for one in changes])
+        ids, codes = self._with(keys)
+        codes = codes[held:]
+        last = np.full(int(codes.max(initial=held - 1)) + 1, -1, dtype=np.intp)
         np.maximum.at(last, codes, np.arange(len(codes)))
-        first = first_rows(codes)
-        self.keys, self._ids, self._codes = keys[first], ids[first], np.arange(len(first), dtype=np.intp)
-        self.values = np.concatenate([self.values, *(one.values for one in changes)])[last]
+        new = codes >= held  # new keys, whose codes go on from the held ones by first appearance
+        first_new = np.flatnonzero(new)[first_rows(codes[new] - held)]
+        changed_values = np.concatenate([one.values for one in changes])
+        values = np.concatenate([self.values, changed_values[last[held:]]])
+        changed = np.flatnonzero(last[:held] >= 0)
+        values[changed] = changed_values[last[changed]]
+        self.keys = np.concatenate([self.keys, keys[first_new]])
+        self._ids = np.concatenate([ids[:held], ids[held:][first_new]])
+        self._codes, self.values = np.arange(len(last), dtype=np.intp), values
         self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
         if self._touched is not None:
             self._touched = np.zeros(len(self.keys), dtype=bool)
@@ -494,12 +528,55 @@ class KeyedTable:
     def _seal(self, timestamp_ms: int) -> None:
         """Folds or prunes the rows a checkpoint at ``timestamp_ms`` lets go."""
         if self.window is None:
-            buckets = np.where(self.buckets < timestamp_ms, COMMITTED, self.buckets)
-            self._replace_rows(self.keys, self._row_ids(), self._key_codes(), buckets, self.values, self.times,
-                               self._touched)
+            self._commit(timestamp_ms)
         else:
             # Windows not emitted yet keep their panes, also in the checkpoint.
             self._keep(self.buckets >= self.window.oldest_open_start(min(timestamp_ms, self.emitted_ms)))
+
+    def _commit(self, timestamp_ms: int) -> None:
+        """Folds the rows before ``timestamp_ms`` into one committed row per key (no
+        window). The committed rows the table starts with stay in place, those of new
+        keys follow them, then the rows since ``timestamp_ms``, each in their order: the
+        order in which the checkpoint and the rows since it are encoded and decoded.
+        Only the rows after the first committed ones are folded, with the committed
+        rows of their keys."""
+        settled, codes, ids = self._committed_rows(), self._key_codes(), self._row_ids()
+        tail = codes[settled:]
+        buckets = np.where(self.buckets[settled:] < timestamp_ms, COMMITTED, self.buckets[settled:])
+        # The committed rows that rows of the tail fold into: a settled key's code is its row.
+        joined = np.unique(tail[(buckets == COMMITTED) & (tail < settled)])
+        rows = np.concatenate([joined, np.arange(settled, len(codes))])
+        row_buckets = np.concatenate([np.full(len(joined), COMMITTED, dtype=np.int64), buckets])
+        first, folded, newest, marked = self._fold(
+            codes[rows], row_buckets, self.values[rows],
+            None if self.times is None else self.times[rows], None if self._touched is None else self._touched[rows])
+        # The joined rows are the first of their pairs, and come first; the rows of the
+        # tail follow, the committed ones first.
+        n = len(joined)
+        committed = row_buckets[first[n:]] == COMMITTED
+        order = n + np.concatenate([np.flatnonzero(committed), np.flatnonzero(~committed)])
+
+        def joined_into(column: np.ndarray, column_folded: np.ndarray) -> np.ndarray:
+            joined_column = np.concatenate([column[:settled], column_folded[order]])
+            joined_column[joined] = column_folded[:n]
+            return joined_column
+
+        self.values = joined_into(self.values, folded)
+        if self.times is not None:
+            self.times = joined_into(self.times, newest)
+        if self._touched is not None:
+            self._touched = joined_into(self._touched, marked)
+        moved = rows[first[order]]
+        self.keys = np.concatenate([self.keys[:settled], self.keys[moved]])
+        self._ids = np.concatenate([ids[:settled], ids[moved]])
+        self.buckets = np.concatenate([self.buckets[:settled], row_buckets[first[order]]])
+        # Keys of the tail that no settled row holds are numbered again, by their first
+        # appearance in the new order.
+        moved_codes = codes[moved]
+        new = moved_codes >= settled
+        moved_codes[new] = settled + first_appearance(moved_codes[new] - settled,
+                                                      int(moved_codes.max(initial=settled)) + 1 - settled)
+        self._codes = np.concatenate([codes[:settled], moved_codes])
 
     def _keep(self, rows: np.ndarray) -> None:
         """Keeps ``rows`` (a mask or indices), in their order."""
@@ -563,6 +640,26 @@ class KeyedTable:
         and the table's counters, in ``encode``'s format: with that checkpoint's bytes,
         ``follow`` makes this table again (``follows_checkpoints`` says when)."""
         return encode_rows(self, self.buckets >= self.checkpoint_ms, self.checkpoint_ms, self.emitted_ms)
+
+    def decodes_as_held(self, following: bool) -> bool:
+        """Whether decoding this table's ``encode`` bytes (``following``: its last
+        checkpoint's, then its ``encode_since_checkpoint`` bytes, ``follow``) gives the
+        table as it is: its rows in the order it holds them, none touched. Rows are
+        decoded in the order they were encoded, those since the checkpoint after the
+        checkpoint's, whose keys are in the order the table holds them (``_commit``,
+        ``roll_forward``); so it holds where the rows before the checkpoint come first."""
+        if self._touched is not None and self._touched.any():
+            return False
+        before = self.buckets < self.checkpoint_ms
+        return not following or bool(before[:int(before.sum())].all())
+
+    def checkpointed_rows(self) -> KeyedTable:
+        """A copy holding only the rows before the last checkpoint: the checkpoint, as
+        decoding it gives it where ``decodes_as_held(following=True)``, but with this
+        table's late count and the time to which it emitted windows."""
+        table = self.copy()
+        table._keep(self.buckets < self.checkpoint_ms)
+        return table
 
     def follow(self, since: KeyedTable) -> None:
         """Adds the rows of ``since`` (the decoded ``encode_since_checkpoint`` of a table

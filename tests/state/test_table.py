@@ -426,6 +426,23 @@ def test_checkpoint_folds_the_rows_before_it_into_one_committed_row_per_key():
     assert totals(table) == {"a": 27, "b": 4}
 
 
+def test_a_checkpoint_leaves_the_committed_rows_first_in_place_then_new_keys_then_the_rows_since():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 2)])
+    table.checkpoint(100)
+    apply(table, [("c", 250, 4), ("a", 150, 8), ("d", 120, 16), ("e", 260, 32), ("d", 270, 64)])
+    table.checkpoint(200)
+    in_order = list(zip(table.keys.tolist(), table.buckets.tolist(), table.values.tolist()))
+    assert in_order == [("a", COMMITTED, 9), ("b", COMMITTED, 2), ("d", COMMITTED, 16),
+                        ("c", 200, 4), ("e", 200, 32), ("d", 200, 64)]
+    # The order the checkpoint and the rows since it decode in, so a worker may go on from
+    # the table once its results are taken (decoded, no key is touched).
+    assert not table.decodes_as_held(following=True)
+    table.take_touched_totals()
+    assert table.decodes_as_held(following=True)
+    assert list(table.totals()[0]) == ["a", "b", "d", "c", "e"] and totals(table)["d"] == 80
+
+
 @pytest.mark.parametrize("window", [None, Window(300, 100)])
 def test_seal_changes_the_table_as_a_checkpoint_does(window):
     messages = [("a", 10, 1), ("a", 120, 2), ("b", 250, 4), ("a", 310, 8), ("b", 520, 16)]
