@@ -1,5 +1,6 @@
-"""What a Python worker keeps between micro-batches: the checkpoint of each key group
-it decoded last (``KeptCheckpoint``), per job directory (``kept_checkpoint``)."""
+"""What a Python worker keeps between micro-batches: of each key group, the state it
+handed Spark last and the checkpoint that state follows (``KeptCheckpoint``), per job
+directory (``kept_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -13,21 +14,47 @@ __all__ = ["KeptCheckpoint", "kept_checkpoint"]
 
 
 class KeptCheckpoint:
-    """The checkpoint of one key group a process decoded last (``KeyGroup.decode``).
+    """The state of one key group this process handed Spark last (``KeyGroup.encode``),
+    and the checkpoint it decoded last (``KeyGroup.decode``).
 
-    A group's state in Spark follows its newest checkpoint (``KeyGroup.encode``), and
-    each micro-batch would read and decode that checkpoint again. Kept, it serves the
-    next decoding in the same process only for the very checkpoint it was decoded
-    from: the same time and CRC32 of its record (what ``JobDirectory.restore`` checks
-    the file against), state and interval. Another one (a replayed micro-batch's,
-    one written again by a rewind or a rescale, another job's) is read and replaces
-    it; when that one's chain holds only changes after the kept one, those are read
-    and rolled forward from it. The table kept is never changed: a decoded group
-    works on a copy (``PersistentState.follow``)."""
+    A group's state in Spark follows its newest checkpoint, and each micro-batch would
+    decode that state and checkpoint again. When Spark hands back the very bytes this
+    process handed it, the table that encoded them serves instead (``continued``): it
+    holds its rows as decoding them would, so every later result and checkpoint is the
+    same byte for byte, whichever process serves the group.
+
+    Else the checkpoint kept serves the next decoding in the same process only for the
+    very checkpoint it was decoded from: the same time and CRC32 of its record (what
+    ``JobDirectory.restore`` checks the file against), state and interval. Another one
+    (a replayed micro-batch's, one written again by a rewind or a rescale, another
+    job's) is read and replaces it; when that one's chain holds only changes after the
+    kept one, those are read and rolled forward from it. The checkpoint a handed state
+    follows is the handed table's rows before it (``KeyedTable.checkpointed_rows``),
+    taken when first needed. No table kept is ever changed: a group works on a copy."""
 
     def __init__(self) -> None:
         self._identity: tuple | None = None
         self._table: KeyedTable | None = None
+        #: The state handed last: its bytes, state, interval, table and checkpoint followed.
+        self._handed: tuple | None = None
+
+    def continued(self, data: bytes, spec, interval_ms: int) -> tuple[KeyedTable, Base | None] | None:
+        """A copy of the table that encoded ``data`` and the checkpoint it follows, if
+        ``data`` is the state of ``spec`` and ``interval_ms`` this process handed last."""
+        if self._handed is None or self._handed[:3] != (data, spec, interval_ms):
+            return None
+        *_, table, base = self._handed
+        return table.copy(), base
+
+    def handed(self, data: bytes, spec, table: KeyedTable, base: Base | None) -> None:
+        """Keeps ``table``, which ``data`` is the state of, following checkpoint ``base``
+        (None: ``data`` is the whole table), if decoding ``data`` gives it as it is."""
+        held = table.decodes_as_held(following=base is not None)
+        if held and base is not None:
+            self._identity, self._table = (*base, spec, table.interval_ms), None
+        else:
+            self._take_checkpoint()  # out of the table handed before, which goes
+        self._handed = (data, spec, table.interval_ms, table.copy(), base) if held else None
 
     def table(self, spec, interval_ms: int, base: Base,
               read: Callable[[Base | None], Sequence[Stored]]) -> KeyedTable:
@@ -35,11 +62,17 @@ class KeptCheckpoint:
         ``read(known)`` returns (``CheckpointStore.recover``), where ``known`` is the
         checkpoint kept, if it is of the same state and interval."""
         identity = (base.time_ms, base.crc, spec, interval_ms)
+        self._take_checkpoint()
         if self._identity != identity:
             start = self._table if self._identity is not None and self._identity[2:] == identity[2:] else None
             known = Base(*self._identity[:2]) if start is not None else None
             self._table, self._identity = spec.restore(interval_ms, read(known), start, CHECKPOINT), identity
         return self._table
+
+    def _take_checkpoint(self) -> None:
+        """Takes the checkpoint kept out of the table handed last, if not yet taken."""
+        if self._identity is not None and self._table is None:
+            self._table = self._handed[3].checkpointed_rows()
 
 
 #: The checkpoints this process decoded (``KeptCheckpoint``), per job directory and key

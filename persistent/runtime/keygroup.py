@@ -215,9 +215,15 @@ class KeyGroup:
         (after ``known``, a checkpoint held decoded), and raises
         ``MissingCheckpointError`` or ``CorruptCheckpointError`` saying what to do
         otherwise (``persistent.storage.job_directory.JobDirectory.restore``); with
-        ``kept``, only when that does not hold the checkpoint decoded already."""
-        base, table = decode_state(data)
+        ``kept``, only when that does not hold the checkpoint decoded already, and not
+        at all when ``data`` are the bytes ``encode(kept)`` made last: the group then
+        continues from the table that made them."""
         group = cls(task, interval_ms, floor_ms)
+        handed = kept.continued(data, group.spec, interval_ms) if kept is not None else None
+        if handed is not None:
+            group.table, group.base = handed
+            return group
+        base, table = decode_state(data)
         if base is None:
             group.table = group.spec.build(interval_ms, table, what=STATE)
             return group
@@ -240,9 +246,10 @@ class KeyGroup:
         group.base = base
         return group
 
-    def encode(self) -> bytes:
+    def encode(self, kept: KeptCheckpoint | None = None) -> bytes:
         """The state of the group, the bytes Spark's state store keeps
-        (``persistent.runtime.group_state.encode_state``).
+        (``persistent.runtime.group_state.encode_state``); ``kept`` keeps the table, to
+        continue from it when Spark hands these bytes back (``KeptCheckpoint.continued``).
 
         When the table's rows before its last checkpoint are those of a durable
         checkpoint (``checkpointed``), the state follows it: only the rows since then
@@ -255,8 +262,12 @@ class KeyGroup:
         checkpoints of the clocks before the current one."""
         base = self.base
         if base is not None and base.time_ms == self.table.checkpoint_ms and self.table.follows_checkpoints:
-            return encode_state(self.table.encode_since_checkpoint(), base)
-        return encode_state(self.table.encode())
+            data = encode_state(self.table.encode_since_checkpoint(), base)
+        else:
+            base, data = None, encode_state(self.table.encode())
+        if kept is not None:
+            kept.handed(data, self.spec, self.table, base)
+        return data
 
     def checkpointed(self, base: Base) -> None:
         """Takes note that the checkpoint ``advance`` took at ``base.time_ms`` is durable,

@@ -122,7 +122,7 @@ class GroupFunction:
         advance_ms = next_ms if self.early and next_ms is not None else watermark_ms
         results, checkpoint = group.advance(advance_ms, self.checkpoints)
         written, writing_s = self._checkpoint(grp, group, checkpoint)
-        encoded = self._hand_to_spark(group, state, advance_ms, spark_ms)
+        encoded = self._hand_to_spark(grp, group, state, advance_ms, spark_ms)
         self.reports.add({grp: GroupReport(
             grp=grp, applied=applied.applied, late=applied.late, replayed=applied.replayed, results=len(results),
             watermark_ms=watermark_ms, max_time_ms=rows.newest_ms if rows.count else -1, state_bytes=len(encoded),
@@ -195,14 +195,15 @@ class GroupFunction:
         crash_point(CrashPoint.CHECKPOINTS)
         return written, writing_s
 
-    def _hand_to_spark(self, group: KeyGroup, state, advance_ms: int, spark_ms: int) -> bytes:
-        """Hands ``group``'s state to Spark's state store where it carries over, and sets
+    def _hand_to_spark(self, grp: int, group: KeyGroup, state, advance_ms: int, spark_ms: int) -> bytes:
+        """Hands key group ``grp``'s state to Spark's state store where it carries over
+        (keeping the table, should Spark hand the state back to this process), and sets
         the event-time timeout that wakes the group at its next boundary after
         ``advance_ms`` (in a query with them, ``Recovery.timeouts``); returns the state's
         bytes (none where it does not carry over)."""
         if not self.carries:
             return b""
-        encoded = group.encode()
+        encoded = group.encode(kept_checkpoint(self.storage.root, grp))
         state.update((encoded,))
         crash_point(CrashPoint.GROUP)
         if self.recovery.timeouts:  # wake this group when the watermark reaches its next boundary, even with no input

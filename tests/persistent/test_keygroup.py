@@ -469,14 +469,15 @@ def test_a_flipped_bit_of_an_earlier_versions_compressed_state_is_a_corrupt_chec
 
 
 def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: CheckpointStore, follow: bool,
-                   kept: KeptCheckpoint | None = None):
+                   workers: list[KeptCheckpoint] | None = None):
     """What the runtime does per micro-batch: the group decoded from its last state
-    (with the checkpoint ``kept`` by the process, if given), the batch applied with the
-    watermark the batches before it reached, results and a checkpoint at the new
-    watermark, the checkpoint persisted (and, to ``follow`` it, noted), the state
-    encoded. Returns each batch's results (sorted rows) and states."""
+    (by the process whose ``KeptCheckpoint`` is the batch's of ``workers``, in turn, if
+    given), the batch applied with the watermark the batches before it reached, results
+    and a checkpoint at the new watermark, the checkpoint persisted (and, to ``follow``
+    it, noted), the state encoded. Returns each batch's results (sorted rows) and states."""
     state, watermark, results, states = None, 0, [], []
-    for batch in batches:
+    for number, batch in enumerate(batches):
+        kept = workers[number % len(workers)] if workers else None
         group = KeyGroup.decode(task, 100, 0, state, store.recover, kept) if state else KeyGroup(task, 100)
         frame = pd.DataFrame(batch, columns=["key", "timestamp", "value"]) if batch else pd.DataFrame(
             {"key": np.empty(0, object), "timestamp": np.empty(0, np.int64), "value": np.empty(0, np.int64)})
@@ -487,30 +488,99 @@ def _micro_batches(task: PersistentTask, batches: list[list[tuple]], store: Chec
             written = store.persist(*checkpoint)
             if follow:
                 group.checkpointed(Base(checkpoint[0], written.crc))
-        state = group.encode()
+        state = group.encode(kept)
         results.append(sorted(map(tuple, out.values.tolist())))
         states.append(state)
     return results, states
 
 
-@pytest.mark.parametrize("task", [VectorizedCount(), WindowSum(), SessionCount()], ids=["count", "window", "session"])
-@given(messages_strategy, st.lists(st.integers(0, 60), min_size=1, max_size=6))
+class VectorizedLast(PersistentTask):
+    """Each key's newest value: ``Last``, which is not commutative."""
+
+    def persistent_state(self):
+        return NonWindowState(Last())
+
+    def process_batch(self, messages):
+        return [Timestamped(int(t), int(v)) for t, v in zip(messages["timestamp"], messages["value"])]
+
+
+class LongWindowSum(WindowSum):
+    """Windows longer than the checkpoint interval: panes outlive a checkpoint."""
+
+    def persistent_state(self):
+        return WindowState(Sum(), Window(300, 100))
+
+
+@pytest.mark.parametrize("task", [VectorizedCount(), VectorizedLast(), ExpiringCount(150), WindowSum(),
+                                  LongWindowSum(), SessionCount()],
+                         ids=["count", "last", "ttl", "window", "long window", "session"])
+@given(messages_strategy, st.lists(st.integers(0, 60), min_size=1, max_size=6),
+       st.lists(st.integers(0, 2), min_size=1, max_size=8))
 @settings(max_examples=examples(40))
-def test_a_state_that_follows_its_checkpoint_gives_the_results_of_a_whole_state(task, messages, cuts):
+def test_a_state_that_follows_its_checkpoint_gives_the_results_of_a_whole_state(task, messages, cuts, serving):
     # In the order drawn: batches after the watermark has passed some of their messages have late ones.
     bounds = [0, *sorted(cuts), len(messages)]
     batches = [messages[low:high] for low, high in zip(bounds, bounds[1:])] + [[]]
     with tempfile.TemporaryDirectory() as whole_root, tempfile.TemporaryDirectory() as following_root:
         fs = LocalFileSystem()
         whole, whole_states = _micro_batches(task, batches, CheckpointStore(fs, whole_root, "g"), follow=False)
-        following, states = _micro_batches(task, batches, CheckpointStore(fs, following_root, "g"), follow=True)
+        read = CheckpointStore(fs, following_root, "g")
+        following, states = _micro_batches(task, batches, read, follow=True)
+        # Processes that keep what they decode and hand: three, serving the batches in the order drawn.
+        workers = [KeptCheckpoint() for _ in range(3)]
         store = CheckpointStore(fs, following_root, "kept")
-        kept, kept_states = _micro_batches(task, batches, store, follow=True, kept=KeptCheckpoint())
+        kept, kept_states = _micro_batches(task, batches, store, follow=True, workers=[workers[w] for w in serving])
+        checkpoints = [[(t, store.read(t).data) for t in store.times()] for store in (read, store)]
     assert following == whole == kept
     assert kept_states == states
+    assert checkpoints[1] == checkpoints[0]  # byte for byte
     assert all(decode_record(state, "state")[0] == 0 for state in whole_states)
-    if any(m[1] >= 100 for batch in batches[:-1] for m in batch):  # a checkpoint before the last state
+    following_ones = task.state_spec().build(100).follows_checkpoints  # with a ttl_ms, states are whole
+    if following_ones and any(m[1] >= 100 for batch in batches[:-1] for m in batch):  # a checkpoint before the last
         assert any(decode_record(state, "state")[0] > 0 for state in states)
+
+
+def test_a_worker_goes_on_from_its_table_only_where_its_state_decodes_to_the_same_rows_in_the_same_order(tmp_path):
+    # The first batch brings a pane after the checkpoint at 100 before one before it: the
+    # table holds them in that order, its state decodes the checkpoint's pane first, and
+    # both panes are in the next checkpoint, in the order the table holds them.
+    batches = [[("a", 150, 1), ("b", 90, 1)], [("c", 250, 1)], [("d", 350, 1)], []]
+    fs = LocalFileSystem()
+    read, kept = (CheckpointStore(fs, str(tmp_path), name) for name in ("read", "kept"))
+    worker = KeptCheckpoint()
+    assert _micro_batches(LongWindowSum(), batches, kept, True, [worker]) == \
+        _micro_batches(LongWindowSum(), batches, read, True)
+    assert [kept.read(t).data for t in kept.times()] == [read.read(t).data for t in read.times()]
+
+
+def _recorded(store: CheckpointStore):
+    """The times of the checkpoints read, and ``store.recover``, which records them."""
+    reads = []
+
+    def checkpoints(time_ms, crc, known):
+        reads.append(time_ms)
+        return store.recover(time_ms, crc, known)
+
+    return reads, checkpoints
+
+
+def test_a_worker_that_handed_a_whole_state_after_one_that_follows_a_checkpoint_keeps_that_checkpoint(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    reads, checkpoints = _recorded(store)
+
+    kept, (group, checkpoint) = KeptCheckpoint(), _counted_group_and_checkpoint()
+    group.checkpointed(Base(checkpoint.time_ms, store.persist(*checkpoint).crc))
+    following = group.encode(kept)  # follows the checkpoint at 200
+    group.advance(350, checkpoint=False)  # sealed at 300 without a checkpoint: the state is whole
+    assert decode_record(group.encode(kept), "state")[0] == 0
+
+    def rows(table):
+        return list(zip(table.keys, table.buckets, table.values.tolist()))
+
+    # The micro-batch again: its state follows the checkpoint at 200, kept from the first table.
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, following, checkpoints, kept)
+    assert reads == []
+    assert rows(again.table) == rows(KeyGroup.decode(VectorizedCount(), 100, 0, following, checkpoints).table)
 
 
 def test_a_state_that_follows_its_checkpoint_holds_only_the_rows_since_and_decodes_to_the_same_table(tmp_path):
@@ -543,11 +613,7 @@ def _following_state(store: CheckpointStore) -> bytes:
 
 def test_a_kept_checkpoint_is_read_once_and_serves_only_the_checkpoint_it_was_read_from(tmp_path):
     store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
-    reads = []
-
-    def checkpoints(time_ms, crc, known):
-        reads.append(time_ms)
-        return store.recover(time_ms, crc, known)
+    reads, checkpoints = _recorded(store)
 
     def decoded(state, kept=None):
         group = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, kept)
