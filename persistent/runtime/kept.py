@@ -75,17 +75,18 @@ class KeptCheckpoint:
             self._table = self._handed[3].checkpointed_rows()
 
 
-#: The checkpoints this process decoded (``KeptCheckpoint``), per job directory and key
-#: group, of the ``_KEPT_JOBS`` directories it served last.
+#: What this process keeps of each key group (``KeptCheckpoint``), per job directory and
+#: key group, of the ``_KEPT_JOBS`` directories it served last.
 _KEPT: dict[str, dict[int, KeptCheckpoint]] = {}
 _KEPT_JOBS = 2
 
 
 def kept_checkpoint(root: str, grp: int) -> KeptCheckpoint:
-    """What this process keeps of key group ``grp``'s checkpoint in job directory ``root``.
+    """What this process keeps of key group ``grp`` in job directory ``root``.
 
     Spark hands a key group to any of its Python workers; one that served the group's
-    last micro-batch decodes its state without reading the checkpoint again."""
+    last micro-batch goes on from the table it handed, and one that served an earlier
+    one reads only the changes written since the checkpoint it keeps, if they change it."""
     groups = _KEPT.pop(root, None) or {}
     _KEPT[root] = groups  # the newest last
     while len(_KEPT) > _KEPT_JOBS:
