@@ -5,7 +5,8 @@ The session holds an exclusive lock on ``PERSISTENT_SPARK_LOCK`` (default
 take turns instead of starving each other.
 
 Jobs serve Spark's web UI; the Spark applications of the tests do not, and their JVMs
-compile with the JIT's first tier only (``test_jvm_options``).
+compile with the JIT's first tier only and keep their temporary files in a directory the
+run removes at its end (``test_jvm_options``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -51,11 +53,16 @@ def test_jvm_options():
     Spark application the tests start: this process's session and the spark-submit
     runs, whose driver JVMs take ``SPARK_SUBMIT_OPTS`` as JVM options and ``-Dspark.*``
     ones as settings; executors of ``local-cluster`` masters get ``TEST_JVM`` as
-    ``spark.executor.extraJavaOptions``. Puts ``PYTHON_PATH`` first on the
+    ``spark.executor.extraJavaOptions``. All of them keep their temporary files
+    (``java.io.tmpdir``, where Spark's local directories are) in one directory, removed
+    at the end of the run: JVMs the tests kill leave theirs behind (the crash harness
+    gives each of its runs one of their own). Puts ``PYTHON_PATH`` first on the
     ``PYTHONPATH`` their Python processes inherit."""
-    options = (f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM} -Dspark.ui.enabled=false "
-               f"'-Dspark.executor.extraJavaOptions={TEST_JVM}' {HDFS_CLIENT}").strip()
-    with pytest.MonkeyPatch.context() as patch:
+    temporary = tempfile.TemporaryDirectory(prefix="persistent-tests-jvm-", ignore_cleanup_errors=True)
+    jvm = f"{TEST_JVM} -Djava.io.tmpdir={temporary.name}"
+    options = (f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {jvm} -Dspark.ui.enabled=false "
+               f"'-Dspark.executor.extraJavaOptions={jvm}' {HDFS_CLIENT}").strip()
+    with temporary, pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPARK_SUBMIT_OPTS", options)
         patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [PYTHON_PATH, os.environ.get("PYTHONPATH")])))
         yield

@@ -12,6 +12,10 @@ run is started as a standby (``persistent.tools.standby``): its JVM and Spark se
 start, and it waits for its gate file before it looks at the job. The next run opens
 the gate, writing its crash point into the file. A standby no run took is killed after
 its test (``stop_standbys``, an autouse fixture of ``conftest``).
+
+Each run's JVM keeps its temporary files (``java.io.tmpdir``: Spark's local directories
+with the jars of ``--packages``, 60 MB with Kafka's) in a directory of the run's own,
+removed once the run has ended: a killed JVM cannot remove its own.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -105,11 +111,20 @@ def jvm_processes(main_class: str, mark: str) -> list[int]:
 #: The standbys started and not yet taken by a run.
 _STANDBYS: set[subprocess.Popen] = set()
 
+#: The temporary directory of each run's JVM, by the run's session.
+_TEMPORARY: dict[int, Path] = {}
+
 
 def stop_standbys() -> None:
     """Kills every standby no run took."""
     while _STANDBYS:
-        kill_session(_STANDBYS.pop().pid)
+        _end_run(_STANDBYS.pop().pid)
+
+
+def _end_run(session: int) -> None:
+    """Kills what is left of the run of ``session`` and removes its JVM's temporary files."""
+    kill_session(session)
+    shutil.rmtree(_TEMPORARY.pop(session), ignore_errors=True)
 
 
 def kill_session(session: int) -> None:
@@ -148,10 +163,15 @@ class Crasher:
         print(f"crash harness: seed {self.seed} (PERSISTENT_CRASH_SEED={self.seed} replays it)", file=sys.stderr)
 
     def _launch(self, log: Path, env: dict[str, str]) -> subprocess.Popen:
-        environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **env}
+        temporary = Path(tempfile.mkdtemp(prefix=f"{log.stem}-tmp-", dir=log.parent))
+        options = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={temporary}".strip()
+        environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                       "SPARK_SUBMIT_OPTS": options, **env}
         with open(log, "wb") as out:
-            return subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=environment,
-                                    start_new_session=True)
+            process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=environment,
+                                       start_new_session=True)
+        _TEMPORARY[process.pid] = temporary
+        return process
 
     def _start(self, env: dict[str, str], standby_next: bool = False) -> tuple[subprocess.Popen, Path]:
         """Starts the next run with ``env`` (its standby's gate opened, if it has one);
@@ -183,7 +203,7 @@ class Crasher:
         if kill:
             kill_session(process.pid)
         returncode = process.wait()
-        kill_session(process.pid)  # workers left behind by a job that ended on its own
+        _end_run(process.pid)  # also workers left behind by a job that ended on its own
         return Outcome(kill, returncode, log.read_text(errors="replace"))
 
     def _to_the_end(self, process: subprocess.Popen, log: Path, timeout_s: float) -> Outcome:

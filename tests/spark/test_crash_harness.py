@@ -1,11 +1,14 @@
 """The crash harness itself, on a stand-in job (a Python script, no Spark): a kill
-happens only at the named point, a run that never gets there fails the test, and a
-standby runs only once its gate opens, with the crash point written there."""
+happens only at the named point, a run that never gets there fails the test, a
+standby runs only once its gate opens, with the crash point written there, and the
+temporary files a killed run's JVM leaves go with it."""
 
 from __future__ import annotations
 
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +42,18 @@ STANDS_BY = """
             f.write(str(os.getpid()))
         time.sleep(600)
 """
+
+
+#: Writes a file into the ``java.io.tmpdir`` its JVM would have (``SPARK_SUBMIT_OPTS``,
+#: the last one given wins) before it reaches its point, as Spark's local directories do.
+FILLS_ITS_TEMPORARY_DIRECTORY = """
+    import os, shlex
+    temporary = [option.split("=", 1)[1] for option in shlex.split(os.environ["SPARK_SUBMIT_OPTS"])
+                 if option.startswith("-Djava.io.tmpdir=")][-1]
+    with open(os.path.join(temporary, "spark-jars"), "wb") as f:
+        f.write(bytes(1000))
+    print(temporary, flush=True)
+""" + STANDS_BY
 
 
 def stand_in(tmp_path, body: str, standby: bool = False) -> Crasher:
@@ -106,9 +121,28 @@ def test_a_standby_that_ends_before_its_gate_opens_fails_the_test(tmp_path):
         crasher.run(timeout_s=30)
 
 
-def _processes() -> list[str]:
-    from pathlib import Path
+def test_the_temporary_files_of_a_killed_run_and_of_a_standby_no_run_took_go_with_them(tmp_path):
+    crasher = stand_in(tmp_path, FILLS_ITS_TEMPORARY_DIRECTORY, standby=True)
+    killed = crasher.crash_at(CrashPoint.SINK, 1, timeout_s=30)
+    temporary = Path(killed.log.splitlines()[0])
+    assert killed.killed and temporary.is_relative_to(tmp_path) and not temporary.exists()
 
+    standby, = _STANDBYS
+    standby_temporary = _wait_for_first_line(tmp_path / "run-02.log")
+    assert standby_temporary != temporary and (standby_temporary / "spark-jars").stat().st_size == 1000
+    stop_standbys()
+    assert not standby_temporary.exists()
+
+
+def _wait_for_first_line(log: Path) -> Path:
+    for _ in range(300):
+        if log.read_text().endswith("\n"):
+            return Path(log.read_text().splitlines()[0])
+        time.sleep(0.1)
+    raise AssertionError(f"{log} shows no line")
+
+
+def _processes() -> list[str]:
     lines = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
