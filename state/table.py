@@ -195,25 +195,20 @@ class KeyedTable:
         return touched
 
     def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
-        """Folds messages that are not late (at least one) into the table: adds their rows
-        and folds rows of equal (key, bucket), older rows first. Returns the keys touched.
-
-        Messages are never committed rows, so the committed rows the table starts with
-        (``_committed_rows``) stay as they are: only the rows after them are folded."""
-        table_rows = len(self.keys)
-        all_keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
+        """Folds messages that are not late (at least one) into the table (``_fold_tail``).
+        Returns the keys touched."""
+        table_rows, settled = len(self.keys), self._committed_rows()
         ids, codes = self._with(keys)
-        self._replace_rows(
-            all_keys,
-            ids,
-            codes,
-            np.concatenate([self.buckets, timestamps_ms // self.bucket_ms * self.bucket_ms]),
-            np.concatenate([self.values, column]),
-            None if self.times is None else np.concatenate([self.times, timestamps_ms]),
-            None if self._touched is None else np.concatenate([self._touched, np.ones(len(keys), dtype=bool)]),
-            self._committed_rows(),
-        )
-        return self._distinct_keys(all_keys, codes, table_rows)
+        self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
+                        timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
+        # A code's first row is still its key's first row (``_fold_tail``).
+        touched = self.keys[first_rows(self._codes)[pd.unique(codes[table_rows:])]]
+        if not self.monoid.commutative:
+            # Folding a key's buckets in time order is what a non-commutative monoid needs;
+            # the settled rows are committed ones, the oldest.
+            in_time_order = np.argsort(self.buckets[settled:], kind="stable")
+            self._keep(np.concatenate([np.arange(settled), settled + in_time_order]))
+        return touched
 
     def _committed_rows(self) -> int:
         """How many rows the table starts with that are committed rows (bucket
@@ -242,29 +237,36 @@ class KeyedTable:
         hashed again."""
         return keys[first_rows(codes)[pd.unique(codes[start:])]]
 
-    def _replace_rows(self, keys: np.ndarray, ids: np.ndarray, codes: np.ndarray, buckets: np.ndarray,
-                      values: np.ndarray, times: np.ndarray | None, touched: np.ndarray | None,
-                      settled: int = 0) -> None:
-        """Replaces the table's rows with the given ones, rows of equal (key, bucket)
-        folded into one, older rows first; ``ids`` and ``codes`` are the keys' ids and
-        codes. ``times`` and ``touched`` are the rows' columns (None for a table without
-        them). The first ``settled`` rows share their (key, bucket) with no other row:
-        they are kept as they are, and only the rows after them are folded."""
+    def _fold_tail(self, settled: int, ids: np.ndarray, codes: np.ndarray, keys: np.ndarray, buckets: np.ndarray,
+                   values: np.ndarray, times: np.ndarray) -> None:
+        """Adds rows of ``keys``, ``buckets``, ``values`` and ``times`` after the table's,
+        and folds the rows after the first ``settled`` into one a (key, bucket), older rows
+        first; ``ids`` and ``codes`` are those of the table's rows and the new ones.
+
+        The settled rows are committed rows, a key each, which no new row shares a
+        bucket with (messages are never committed rows): they stay as they are, and
+        only the rows after them are folded. Each column is copied once."""
         tail = slice(settled, None)
-        first, folded, newest, marked = self._fold(
-            codes[tail], buckets[tail], values[tail],
-            None if times is None else times[tail], None if touched is None else touched[tail])
-        self.values = np.concatenate([values[:settled], folded])
-        self.times = None if times is None else np.concatenate([times[:settled], newest])
-        self._touched = None if touched is None else np.concatenate([touched[:settled], marked])
-        kept = np.concatenate([np.arange(settled), settled + first])
+
+        def after_tail(column: np.ndarray, more: np.ndarray) -> np.ndarray:
+            return np.concatenate([column[tail], more])
+
+        tail_keys, tail_buckets = after_tail(self.keys, keys), after_tail(self.buckets, buckets)
+        tail_times = None if self.times is None else after_tail(self.times, times)
+        tail_touched = None if self._touched is None else after_tail(self._touched, np.ones(len(keys), dtype=bool))
+        first, folded, newest, marked = self._fold(codes[tail], tail_buckets, after_tail(self.values, values),
+                                                   tail_times, tail_touched)
+
+        def settled_then(column: np.ndarray, folded_tail: np.ndarray) -> np.ndarray:
+            return np.concatenate([column[:settled], folded_tail])
+
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
-        self.keys, self._ids, self.buckets, self._codes = keys[kept], ids[kept], buckets[kept], codes[kept]
-        if not self.monoid.commutative:
-            # Folding a key's buckets in time order is what a non-commutative monoid needs;
-            # the settled rows are committed ones, the oldest.
-            self._keep(np.concatenate([np.arange(settled), settled + np.argsort(self.buckets[tail], kind="stable")]))
+        self.keys, self._ids = settled_then(self.keys, tail_keys[first]), settled_then(ids, ids[tail][first])
+        self._codes = settled_then(codes, codes[tail][first])
+        self.buckets, self.values = settled_then(self.buckets, tail_buckets[first]), settled_then(self.values, folded)
+        self.times = None if self.times is None else settled_then(self.times, newest)
+        self._touched = None if self._touched is None else settled_then(self._touched, marked)
 
     def _fold(self, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray, times: np.ndarray | None,
               touched: np.ndarray | None) -> tuple:
