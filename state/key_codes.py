@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pandas._libs import lib
 from pandas._libs.hashtable import ObjectFactorizer
+from pandas.util import hash_array
 
-__all__ = ["factorize_keys", "first_rows", "first_appearance", "pair_codes", "codes_on", "KeyIds",
+__all__ = ["factorize_keys", "first_rows", "first_appearance", "pair_codes", "codes_on", "KeyIds", "StringIds",
            "GROUPS_ONE_BY_ONE"]
 
 
@@ -92,22 +94,37 @@ class KeyIds:
     long as this object lives; a null key (``None``, NaN) is one key. The tables of one
     lineage (a table, its copies and what is rolled forward from them) share one, so a
     batch hashes only its own keys. Ids are never taken back: keys a table drops keep
-    theirs, and meeting them again finds them."""
+    theirs, and meeting them again finds them.
+
+    While every key is a string, they are found in a ``StringIds``; the first key that
+    is not (a null key, a number) moves them into pandas' hash table of objects, whose
+    equality is Python's (``1`` and ``1.0`` are one key)."""
 
     _NULL = object()  # the null key's stand-in in the hash table
 
     def __init__(self) -> None:
-        self._factorizer = ObjectFactorizer(1024)
+        self._strings: StringIds | None = StringIds()
+        self._factorizer: ObjectFactorizer | None = None
 
     def __len__(self) -> int:
         """How many ids there are: every id is below this."""
-        return self._factorizer.get_count()
+        return len(self._strings) if self._strings is not None else self._factorizer.get_count()
 
     def of(self, keys: np.ndarray) -> np.ndarray:
         """The ids of ``keys``, giving new keys the next ones. A key that cannot be hashed
         raises, and the ids are as they were."""
+        keys = np.asarray(keys).astype(object, copy=False)
+        if self._strings is not None:
+            if not len(keys) or lib.is_string_array(keys, skipna=False):
+                try:
+                    return self._strings.of(keys)
+                except UnicodeEncodeError:  # a string UTF-8 cannot encode (a lone surrogate)
+                    pass
+            self._factorizer = ObjectFactorizer(max(1024, len(self._strings)))
+            self._factorizer.factorize(self._strings.keys())
+            self._strings = None
         try:
-            ids = self._factorizer.factorize(np.asarray(keys).astype(object, copy=False))
+            ids = self._factorizer.factorize(keys)
         except BaseException:
             # The keys hashed before the failure are in the table but not counted: the
             # next new keys would take their ids. Only the counted keys are kept.
@@ -119,6 +136,110 @@ class KeyIds:
         if nulls.any():
             ids[nulls] = self._factorizer.factorize(np.array([self._NULL], dtype=object))[0]
         return ids
+
+
+class StringIds:
+    """Ids of strings, as ``KeyIds`` gives them, from an index of their 64-bit hashes
+    (pandas' ``hash_array`` of their UTF-8 bytes) in numpy arrays, by open addressing.
+
+    A slot holds an id (plus one: 0 is an empty slot) and its key's hash's upper 32 bits;
+    a key's probe starts at the slot of its hash's lower bits and goes on to the next
+    slot until it meets an empty one or a slot whose bits match and whose key is equal.
+    All keys of a batch probe together, a pass of numpy a step, so a lookup costs about
+    a comparison of two strings, not the chain of pointers to objects of a hash table of
+    Python objects (about twice as fast in a table of millions of keys). At most half
+    the slots are taken: four bytes a slot and id, plus the key."""
+
+    def __init__(self) -> None:
+        self._ids = np.zeros(1024, dtype=np.uint32)  # id + 1 a slot, 0 where empty
+        self._bits = np.zeros(1024, dtype=np.uint32)  # the upper bits of the slot's key's hash
+        self._keys = np.empty(1024, dtype=object)  # by id
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def keys(self) -> np.ndarray:
+        """The keys, by id."""
+        return self._keys[:self._count]
+
+    def of(self, keys: np.ndarray) -> np.ndarray:
+        """The ids of ``keys`` (strings), giving new keys the next ones by first
+        appearance."""
+        hashes = hash_array(keys, categorize=False)
+        ids = self._find(keys, hashes)
+        missing = np.flatnonzero(ids < 0)
+        if len(missing):
+            codes = _codes_of_strings(keys[missing], hashes[missing])
+            first = missing[first_rows(codes)]
+            ids[missing] = self._count + codes
+            self._add(keys[first], hashes[first])
+        return ids
+
+    def _find(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """The ids of ``keys`` whose hashes are ``hashes``; -1 for keys not held."""
+        mask = len(self._ids) - 1
+        slots = (hashes & np.uint64(mask)).astype(np.intp)
+        bits = (hashes >> np.uint64(32)).astype(np.uint32)
+        found = np.full(len(keys), -1, dtype=np.int64)
+        probing = np.arange(len(keys))
+        while len(probing):
+            at = slots[probing]
+            held = self._ids[at]
+            matched = np.flatnonzero((held != 0) & (self._bits[at] == bits[probing]))
+            if len(matched):
+                rows, ids = probing[matched], held[matched].astype(np.int64) - 1
+                equal = self._keys[ids] == keys[rows]
+                found[rows[equal]] = ids[equal]
+            probing = probing[(held != 0) & (found[probing] < 0)]
+            slots[probing] = (slots[probing] + 1) & mask
+        return found
+
+    def _add(self, keys: np.ndarray, hashes: np.ndarray) -> None:
+        """Gives ``keys`` (new, distinct) the next ids, in their order."""
+        count = self._count + len(keys)
+        if count >= 2**32 - 1:
+            raise OverflowError(f"a table of more than {2**32 - 2:,} keys")
+        if count > len(self._keys):
+            self._keys = np.concatenate([self._keys[:self._count], np.empty(max(count, 2 * len(self._keys)) - self._count,
+                                                                           dtype=object)])
+        self._keys[self._count:count] = keys
+        if 2 * count > len(self._ids):
+            # Twice the slots, or more: every key held so far goes into its slot again.
+            slots = 1 << (2 * count - 1).bit_length()
+            self._ids, self._bits = np.zeros(slots, dtype=np.uint32), np.zeros(slots, dtype=np.uint32)
+            self._place(np.arange(self._count), hash_array(self._keys[:self._count], categorize=False))
+        self._place(np.arange(self._count, count), hashes)
+        self._count = count
+
+    def _place(self, ids: np.ndarray, hashes: np.ndarray) -> None:
+        """Puts ``ids`` into the first empty slot from their hashes' on; where two take
+        the same slot in one step, one of them has it and the other goes on."""
+        mask = len(self._ids) - 1
+        slots = (hashes & np.uint64(mask)).astype(np.intp)
+        bits = (hashes >> np.uint64(32)).astype(np.uint32)
+        placing = np.arange(len(ids))
+        while len(placing):
+            at = slots[placing]
+            empty = self._ids[at] == 0
+            taking, at = placing[empty], at[empty]
+            self._ids[at] = ids[taking] + 1
+            took = self._ids[at] == ids[taking] + 1
+            self._bits[at[took]] = bits[taking[took]]
+            placed = np.zeros(len(ids), dtype=bool)
+            placed[taking[took]] = True
+            placing = placing[~placed[placing]]
+            slots[placing] = (slots[placing] + 1) & mask
+
+
+def _codes_of_strings(keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """``pd.factorize(keys)[0]`` of strings whose hashes are ``hashes``: by the hashes,
+    unless two different keys share one."""
+    codes, _ = pd.factorize(hashes)
+    first = first_rows(codes)
+    if (keys[first][codes] == keys).all():
+        return codes
+    return pd.factorize(keys)[0]
 
 
 def codes_on(codes: np.ndarray, ids: np.ndarray, more: np.ndarray, bound: int) -> np.ndarray:

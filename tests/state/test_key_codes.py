@@ -1,17 +1,20 @@
 """Key codes: ``factorize_keys`` numbers keys as pandas does with nulls as keys, and
 ``first_rows`` finds where it first met each; ``first_appearance``, ``pair_codes`` and
 ``codes_on`` number integers as pandas would without hashing them, and ``KeyIds`` keeps
-each key's id."""
+each key's id, strings in an index of their hashes (``StringIds``) as objects would be."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pandas._libs.hashtable import ObjectFactorizer
 
-from state.key_codes import (GROUPS_ONE_BY_ONE, KeyIds, codes_on, factorize_keys, first_appearance, first_rows,
-                             pair_codes)
+import state.key_codes
+from state.key_codes import (GROUPS_ONE_BY_ONE, KeyIds, StringIds, codes_on, factorize_keys, first_appearance,
+                             first_rows, pair_codes)
 
 
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
@@ -66,3 +69,41 @@ def test_a_key_keeps_its_id_every_null_is_one_key_and_new_keys_take_the_next_ids
     assert ids.of(np.array(["a", None, "b", float("nan"), "a"], dtype=object)).tolist() == [0, 2, 1, 2, 0]
     assert ids.of(np.array([7, "b", None, "c"], dtype=object)).tolist() == [3, 1, 2, 4]
     assert ids.of(["b"]).tolist() == [1] and len(ids) == 5
+
+
+def object_ids(batches: list[list]) -> tuple[list[list[int]], int]:
+    """The ids of each batch's keys from pandas' hash table of objects alone, nulls as
+    ``KeyIds`` counts them, and how many there are."""
+    factorizer, null, ids = ObjectFactorizer(8), object(), []
+    for batch in batches:
+        batch_ids = factorizer.factorize(np.array(batch, dtype=object))
+        if (batch_ids < 0).any():
+            batch_ids[batch_ids < 0] = factorizer.factorize(np.array([null], dtype=object))[0]
+        ids.append(batch_ids.tolist())
+    return ids, factorizer.get_count()
+
+
+#: Keys of a few letters, so that batches meet keys again; now and then one that is not a
+#: string, or one UTF-8 cannot encode (a lone surrogate), after which the keys are objects.
+KEY = st.one_of(st.text("abcdé", max_size=3), st.text("abcdé", min_size=4, max_size=12),
+                st.sampled_from([None, float("nan"), 3, 3.0, "\ud800", b"ab"]))
+
+
+@given(st.lists(st.lists(KEY, max_size=300), max_size=6))
+def test_key_ids_are_those_of_a_hash_table_of_objects_before_and_after_a_key_that_is_no_string(batches):
+    ids = KeyIds()
+    got = [ids.of(np.array(batch, dtype=object)).tolist() for batch in batches]
+    assert (got, len(ids)) == object_ids(batches)
+
+
+@pytest.mark.parametrize("weak", [False, True], ids=["hashes", "colliding hashes"])
+def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects(weak, monkeypatch):
+    if weak:  # every key of a length has one hash: the index tells them apart by their keys
+        monkeypatch.setattr(state.key_codes, "hash_array",
+                            lambda keys, categorize: np.array([len(key) for key in keys], dtype=np.uint64) << 40)
+    rng = np.random.default_rng(7)
+    batches = [[f"k{key}" for key in rng.integers(0, 5000 if not weak else 300, size)] for size in (1, 4000, 0, 900, 3000)]
+    ids = StringIds()
+    got = [ids.of(np.array(batch, dtype=object)).tolist() for batch in batches]
+    assert (got, len(ids)) == object_ids(batches)
+    assert ids.keys().tolist() == list(dict.fromkeys(key for batch in batches for key in batch))
