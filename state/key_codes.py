@@ -147,8 +147,9 @@ class StringIds:
     slot until it meets an empty one or a slot whose bits match and whose key is equal.
     All keys of a batch probe together, a pass of numpy a step, so a lookup costs about
     a comparison of two strings, not the chain of pointers to objects of a hash table of
-    Python objects (about twice as fast in a table of millions of keys). At most half
-    the slots are taken: four bytes a slot and id, plus the key."""
+    Python objects (about twice as fast in a table of millions of keys). A slot takes
+    eight bytes and at most half the slots are taken: 16 to 32 bytes a key, and the
+    key."""
 
     def __init__(self) -> None:
         self._ids = np.zeros(1024, dtype=np.uint32)  # id + 1 a slot, 0 where empty
@@ -196,7 +197,8 @@ class StringIds:
         return found
 
     def _add(self, keys: np.ndarray, hashes: np.ndarray) -> None:
-        """Gives ``keys`` (new, distinct) the next ids, in their order."""
+        """Gives ``keys`` (new, distinct) the next ids, in their order. Where that fails
+        part way (out of memory), the ids are as they were."""
         count = self._count + len(keys)
         if count >= 2**32 - 1:
             raise OverflowError(f"a table of more than {2**32 - 2:,} keys")
@@ -207,29 +209,38 @@ class StringIds:
         if 2 * count > len(self._ids):
             # Twice the slots, or more: every key held so far goes into its slot again.
             slots = 1 << (2 * count - 1).bit_length()
-            self._ids, self._bits = np.zeros(slots, dtype=np.uint32), np.zeros(slots, dtype=np.uint32)
-            self._place(np.arange(self._count), hash_array(self._keys[:self._count], categorize=False))
-        self._place(np.arange(self._count, count), hashes)
+            ids, bits = np.zeros(slots, dtype=np.uint32), np.zeros(slots, dtype=np.uint32)
+            _place(ids, bits, np.arange(self._count), hash_array(self._keys[:self._count], categorize=False))
+            _place(ids, bits, np.arange(self._count, count), hashes)
+            self._ids, self._bits = ids, bits
+        else:
+            try:
+                _place(self._ids, self._bits, np.arange(self._count, count), hashes)
+            except BaseException:
+                # The new ids came last: no probe for an older key passes their slots.
+                self._ids[self._ids > self._count] = 0
+                raise
         self._count = count
 
-    def _place(self, ids: np.ndarray, hashes: np.ndarray) -> None:
-        """Puts ``ids`` into the first empty slot from their hashes' on; where two take
-        the same slot in one step, one of them has it and the other goes on."""
-        mask = len(self._ids) - 1
-        slots = (hashes & np.uint64(mask)).astype(np.intp)
-        bits = (hashes >> np.uint64(32)).astype(np.uint32)
-        placing = np.arange(len(ids))
-        while len(placing):
-            at = slots[placing]
-            empty = self._ids[at] == 0
-            taking, at = placing[empty], at[empty]
-            self._ids[at] = ids[taking] + 1
-            took = self._ids[at] == ids[taking] + 1
-            self._bits[at[took]] = bits[taking[took]]
-            placed = np.zeros(len(ids), dtype=bool)
-            placed[taking[took]] = True
-            placing = placing[~placed[placing]]
-            slots[placing] = (slots[placing] + 1) & mask
+
+def _place(slot_ids: np.ndarray, slot_bits: np.ndarray, ids: np.ndarray, hashes: np.ndarray) -> None:
+    """Puts ``ids`` into the first empty slot from their hashes' on (``StringIds``);
+    where two take the same slot in one step, one of them has it and the other goes on."""
+    mask = len(slot_ids) - 1
+    slots = (hashes & np.uint64(mask)).astype(np.intp)
+    bits = (hashes >> np.uint64(32)).astype(np.uint32)
+    placing = np.arange(len(ids))
+    while len(placing):
+        at = slots[placing]
+        empty = slot_ids[at] == 0
+        taking, at = placing[empty], at[empty]
+        slot_ids[at] = ids[taking] + 1
+        took = slot_ids[at] == ids[taking] + 1
+        slot_bits[at[took]] = bits[taking[took]]
+        placed = np.zeros(len(ids), dtype=bool)
+        placed[taking[took]] = True
+        placing = placing[~placed[placing]]
+        slots[placing] = (slots[placing] + 1) & mask
 
 
 def _codes_of_strings(keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:

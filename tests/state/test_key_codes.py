@@ -107,3 +107,22 @@ def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects
     got = [ids.of(np.array(batch, dtype=object)).tolist() for batch in batches]
     assert (got, len(ids)) == object_ids(batches)
     assert ids.keys().tolist() == list(dict.fromkeys(key for batch in batches for key in batch))
+
+
+@pytest.mark.parametrize("more_slots", [False, True], ids=["in its slots", "into more slots"])
+def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(more_slots, monkeypatch):
+    ids, held = StringIds(), np.array([f"k{i}" for i in range(300)], dtype=object)
+    ids.of(held)
+    new = np.array([f"n{i}" for i in range(400 if more_slots else 100)], dtype=object)  # 1,024 slots hold 512 keys
+    place = state.key_codes._place
+
+    def place_half_then_fail(slot_ids, slot_bits, placed, hashes):
+        place(slot_ids, slot_bits, placed[:len(placed) // 2], hashes[:len(placed) // 2])
+        raise MemoryError
+
+    monkeypatch.setattr(state.key_codes, "_place", place_half_then_fail)
+    with pytest.raises(MemoryError):
+        ids.of(new)
+    monkeypatch.undo()
+    assert len(ids) == 300 and ids.of(held).tolist() == list(range(300))
+    assert ids.of(new[::-1]).tolist() == list(range(300, 300 + len(new)))
