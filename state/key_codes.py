@@ -149,12 +149,14 @@ class StringIds:
     a comparison of two strings, not the chain of pointers to objects of a hash table of
     Python objects (about twice as fast in a table of millions of keys). A slot takes
     eight bytes and at most half the slots are taken: 16 to 32 bytes a key, and the
-    key."""
+    key and its hash (8 bytes), by id, so that growing places the keys again without
+    hashing them."""
 
     def __init__(self) -> None:
         self._ids = np.zeros(1024, dtype=np.uint32)  # id + 1 a slot, 0 where empty
         self._bits = np.zeros(1024, dtype=np.uint32)  # the upper bits of the slot's key's hash
         self._keys = np.empty(1024, dtype=object)  # by id
+        self._hashes = np.empty(1024, dtype=np.uint64)  # by id: growing places them again without hashing
         self._count = 0
 
     def __len__(self) -> int:
@@ -203,15 +205,14 @@ class StringIds:
         if count >= 2**32 - 1:
             raise OverflowError(f"a table of more than {2**32 - 2:,} keys")
         if count > len(self._keys):
-            self._keys = np.concatenate([self._keys[:self._count], np.empty(max(count, 2 * len(self._keys)) - self._count,
-                                                                           dtype=object)])
-        self._keys[self._count:count] = keys
+            room = max(count, 2 * len(self._keys))
+            self._keys, self._hashes = _grown(self._keys, self._count, room), _grown(self._hashes, self._count, room)
+        self._keys[self._count:count], self._hashes[self._count:count] = keys, hashes
         if 2 * count > len(self._ids):
             # Twice the slots, or more: every key held so far goes into its slot again.
             slots = 1 << (2 * count - 1).bit_length()
             ids, bits = np.zeros(slots, dtype=np.uint32), np.zeros(slots, dtype=np.uint32)
-            _place(ids, bits, np.arange(self._count), hash_array(self._keys[:self._count], categorize=False))
-            _place(ids, bits, np.arange(self._count, count), hashes)
+            _place(ids, bits, np.arange(count), self._hashes[:count])
             self._ids, self._bits = ids, bits
         else:
             try:
@@ -221,6 +222,13 @@ class StringIds:
                 self._ids[self._ids > self._count] = 0
                 raise
         self._count = count
+
+
+def _grown(column: np.ndarray, used: int, room: int) -> np.ndarray:
+    """A new array of ``room`` elements starting with the first ``used`` of ``column``."""
+    grown = np.empty(room, dtype=column.dtype)
+    grown[:used] = column[:used]
+    return grown
 
 
 def _place(slot_ids: np.ndarray, slot_bits: np.ndarray, ids: np.ndarray, hashes: np.ndarray) -> None:
