@@ -43,7 +43,10 @@ back into the table, and ``state.tables`` decodes bytes into a new table of the 
 they need (this module does not know the kinds built on ``KeyedTable``).
 
 Every operation replaces the columns with new arrays and never writes into them, so
-``copy`` is a snapshot in constant time: a batch can be applied and undone.
+``copy`` is a snapshot in constant time: a batch can be applied and undone. The keys
+are the one exception, and no table can tell: the committed rows' keys grow in place,
+into room of their array that no table holds (``state.key_column``), so that a batch
+does not copy the keys of millions of rows.
 
 Hashing the keys is most of a batch's cost, so the table hashes only the keys a batch
 brings: each key gets an id when first met (``state.key_codes.KeyIds``, shared by a
@@ -72,6 +75,7 @@ from state.boundaries import boundary_at_or_before, check_interval_ms, check_tim
 from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, first_appearance, first_rows, pair_codes
+from state.key_column import KeyColumn
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
 
@@ -145,7 +149,20 @@ class KeyedTable:
         self.late_count = 0
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._keys)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The rows' keys (``state.key_column``: reading a few rows' keys is ``keys_at``)."""
+        return self._keys.whole()
+
+    @keys.setter
+    def keys(self, keys: np.ndarray) -> None:
+        self._keys = KeyColumn(keys)
+
+    def keys_at(self, rows: np.ndarray | slice) -> np.ndarray:
+        """The keys of ``rows`` (a mask, indices or a slice), without the others'."""
+        return self._keys.take(rows)
 
     def copy(self) -> KeyedTable:
         """A snapshot: shares the columns, which no operation writes into."""
@@ -197,12 +214,11 @@ class KeyedTable:
     def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
         """Folds messages that are not late (at least one) into the table (``_fold_tail``).
         Returns the keys touched."""
-        table_rows, settled = len(self.keys), self._committed_rows()
+        table_rows, settled = len(self), self._committed_rows()
         ids, codes = self._with(keys)
         self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
                         timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
-        # A code's first row is still its key's first row (``_fold_tail``).
-        touched = self.keys[first_rows(self._codes)[pd.unique(codes[table_rows:])]]
+        touched = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows:]), settled))
         if not self.monoid.commutative:
             # Folding a key's buckets in time order is what a non-commutative monoid needs;
             # the settled rows are committed ones, the oldest.
@@ -230,6 +246,15 @@ class KeyedTable:
             self._keep(kept)
         return fresh
 
+    def _first_rows_of(self, codes: np.ndarray, settled: int) -> np.ndarray:
+        """The first row of each key of ``codes`` (key codes), where the table starts
+        with ``settled`` committed rows, whose codes are their rows: looks at the rows
+        after them only."""
+        tail = self._key_codes()[settled:]
+        new = np.flatnonzero(tail >= settled)
+        first_new = settled + new[first_rows(tail[new] - settled)]
+        return np.where(codes < settled, codes, first_new[np.maximum(codes - settled, 0)]) if len(first_new) else codes
+
     @staticmethod
     def _distinct_keys(keys: np.ndarray, codes: np.ndarray, start: int) -> np.ndarray:
         """The keys of the rows from ``start`` on, once each in order of appearance, as
@@ -251,7 +276,7 @@ class KeyedTable:
         def after_tail(column: np.ndarray, more: np.ndarray) -> np.ndarray:
             return np.concatenate([column[tail], more])
 
-        tail_keys, tail_buckets = after_tail(self.keys, keys), after_tail(self.buckets, buckets)
+        tail_keys, tail_buckets = np.concatenate([self.keys_at(tail), keys]), after_tail(self.buckets, buckets)
         tail_times = None if self.times is None else after_tail(self.times, times)
         tail_touched = None if self._touched is None else after_tail(self._touched, np.ones(len(keys), dtype=bool))
         first, folded, newest, marked = self._fold(codes[tail], tail_buckets, after_tail(self.values, values),
@@ -262,7 +287,8 @@ class KeyedTable:
 
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
-        self.keys, self._ids = settled_then(self.keys, tail_keys[first]), settled_then(ids, ids[tail][first])
+        self._keys = self._keys.then(settled, tail_keys[:0], tail_keys[first])
+        self._ids = settled_then(ids, ids[tail][first])
         self._codes = settled_then(codes, codes[tail][first])
         self.buckets, self.values = settled_then(self.buckets, tail_buckets[first]), settled_then(self.values, folded)
         self.times = None if self.times is None else settled_then(self.times, newest)
@@ -301,7 +327,7 @@ class KeyedTable:
 
     def _codes_of(self, rows: np.ndarray | slice) -> np.ndarray:
         """The key codes of ``rows`` alone, numbered by their first appearance there."""
-        return first_appearance(self._key_codes()[rows], len(self.keys))
+        return first_appearance(self._key_codes()[rows], len(self))
 
     def _with(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ids and key codes of the rows followed by ``keys``: hashes only ``keys``.
@@ -309,7 +335,7 @@ class KeyedTable:
         Ids are never taken back, so where the table dropped most keys it met (expired,
         or in windows that closed), it hashes the keys it holds into a fresh set of ids
         first: a stream of ever new keys keeps memory bounded."""
-        if len(self._key_ids) > 2 * len(self.keys) + 1024:
+        if len(self._key_ids) > 2 * len(self) + 1024:
             self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
         more = self._key_ids.of(keys)
@@ -346,7 +372,7 @@ class KeyedTable:
         # Every row of a wanted key is picked, so the codes, renumbered in their order,
         # stay numbered by first appearance.
         picked = (np.cumsum(wanted) - 1)[codes[rows]]
-        self._touched = np.zeros(len(self.keys), dtype=bool)
+        self._touched = np.zeros(len(self), dtype=bool)
         return self._fold_per_key(rows, picked)
 
     def _fold_per_key(
@@ -356,7 +382,7 @@ class KeyedTable:
         keys; ``codes`` are the rows' key codes numbered by first appearance, if known."""
         codes = self._codes_of(rows) if codes is None else codes
         first = first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
-        keys = self.keys[rows][first].astype(object, copy=False)
+        keys = self.keys_at(rows)[first].astype(object, copy=False)
         return keys, self.monoid.reduce_by_key(codes, len(first), self.values[rows])
 
     def get(self, key) -> object:
@@ -473,7 +499,7 @@ class KeyedTable:
             since_ms = one.checkpoint_ms
         # A checkpoint holds each key once: its rows are the first codes, in order, and
         # only the changes' rows are folded.
-        held = len(self.keys)
+        held = len(self)
         keys = np.concatenate([one.keys for one in changes])
         ids, codes = self._with(keys)
         codes = codes[held:]
@@ -485,16 +511,16 @@ class KeyedTable:
         values = np.concatenate([self.values, changed_values[last[held:]]])
         changed = np.flatnonzero(last[:held] >= 0)
         values[changed] = changed_values[last[changed]]
-        self.keys = np.concatenate([self.keys, keys[first_new]])
+        self._keys = self._keys.then(held, keys[first_new], keys[:0])
         self._ids = np.concatenate([ids[:held], ids[held:][first_new]])
         self._codes, self.values = np.arange(len(last), dtype=np.intp), values
         self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
         if self._touched is not None:
-            self._touched = np.zeros(len(self.keys), dtype=bool)
+            self._touched = np.zeros(len(self), dtype=bool)
         newest = changes[-1]
         self.checkpoint_ms, self.emitted_ms = newest.checkpoint_ms, newest.emitted_ms
         self.late_count = newest.late_count
-        self.chain_rows += sum(len(one.keys) for one in changes)
+        self.chain_rows += sum(len(one) for one in changes)
 
     def expire(self, watermark_ms: int) -> int:
         """Drops the keys whose newest message is more than ``ttl_ms`` behind
@@ -569,7 +595,9 @@ class KeyedTable:
         if self._touched is not None:
             self._touched = joined_into(self._touched, marked)
         moved = rows[first[order]]
-        self.keys = np.concatenate([self.keys[:settled], self.keys[moved]])
+        # The committed rows of new keys grow the column's head (``state.key_column``).
+        moved_keys, new_committed = self.keys_at(moved), int(committed.sum())
+        self._keys = self._keys.then(settled, moved_keys[:new_committed], moved_keys[new_committed:])
         self._ids = np.concatenate([ids[:settled], ids[moved]])
         self.buckets = np.concatenate([self.buckets[:settled], row_buckets[first[order]]])
         # Keys of the tail that no settled row holds are numbered again, by their first
@@ -586,7 +614,7 @@ class KeyedTable:
             self._codes = self._codes_of(rows)
         if self._ids is not None:
             self._ids = self._ids[rows]
-        self.keys, self.buckets, self.values = self.keys[rows], self.buckets[rows], self.values[rows]
+        self.keys, self.buckets, self.values = self.keys_at(rows), self.buckets[rows], self.values[rows]
         if self.times is not None:
             self.times = self.times[rows]
         if self._touched is not None:
@@ -684,7 +712,7 @@ class KeyedTable:
             raise CorruptCheckpointError(
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
             )
-        self.keys, self.buckets, self.values = restored.keys, restored.buckets, restored.values
+        self._keys, self.buckets, self.values = restored._keys, restored.buckets, restored.values
         self.times, self._touched = restored.times, restored._touched
         self._ids, self._codes = restored._ids, restored._codes
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms
@@ -694,4 +722,4 @@ class KeyedTable:
 
     def encode(self) -> bytes:
         """The whole table, including rows after the last checkpoint and the counters."""
-        return encode_rows(self, np.ones(len(self.keys), dtype=bool), self.checkpoint_ms, self.emitted_ms)
+        return encode_rows(self, np.ones(len(self), dtype=bool), self.checkpoint_ms, self.emitted_ms)

@@ -66,6 +66,9 @@ class Table(Protocol):
     _codes: np.ndarray | None
     _touched: np.ndarray | None
 
+    def keys_at(self, rows: np.ndarray) -> np.ndarray:
+        """The keys of ``rows``."""
+
 
 #: The table ``TableBytes.fill`` fills and returns.
 T = TypeVar("T", bound=Table)
@@ -97,7 +100,7 @@ def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: 
         _VERSION,
         [
             codec.ints_to_bytes(meta),
-            codec.keys_to_bytes(table.keys[rows]),
+            codec.keys_to_bytes(table.keys_at(rows)),
             codec.ints_to_bytes(table.buckets[rows]),
             table.monoid.encode_column(table.values[rows]),
             json.dumps(description, sort_keys=True).encode(),

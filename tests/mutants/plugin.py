@@ -31,6 +31,7 @@ STORES = tuple(f"tests/persistent/test_{name}.py" for name in ("checkpoint_store
 TESTS = {
     "state.table": ("tests/state/",),
     "state.key_codes": ("tests/state/",),
+    "state.key_column": ("tests/state/",),
     "state.expiry": ("tests/state/",),
     "state.table_format": ("tests/state/",),
     "state.sessions": ("tests/state/",),

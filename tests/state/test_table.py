@@ -1267,9 +1267,11 @@ def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind,
                 if stamp >= table.sealed_ms:
                     touched.setdefault(_key_id(key), key)
             out, twin_out = table.update(keys_, stamps, values), twin.update(keys_, stamps, values)
-        elif name == "undo":
+        elif name == "undo":  # a batch applied and checkpointed, then undone
             snapshot, before = table.copy(), table.encode()
             table.update(*batch(messages))
+            if table.due_checkpoint(clock + step) is not None:
+                table.checkpoint(table.due_checkpoint(clock + step))
             table = snapshot
             assert table.encode() == before
         elif name == "watermark":
@@ -1298,6 +1300,23 @@ def test_kept_key_codes_are_the_keys_codes_and_change_nothing_a_table_does(kind,
         _assert_codes_are_the_keys(table)
         _assert_codes_are_the_keys(twin)
         assert table.encode() == twin.encode()
+
+
+def test_two_tables_grown_from_one_snapshot_with_new_keys_each_keep_their_own():
+    """Committed keys grow in place (``state.key_column``); a table copied from the same
+    snapshot as one that grew must not write over it."""
+    snapshot = table_of()
+    apply(snapshot, [(f"k{i}", 1, 1) for i in range(20)])
+    snapshot.checkpoint(INTERVAL)
+    branches = {}
+    for name in ("x", "y"):
+        table = snapshot.copy()
+        apply(table, [(f"{name}{i}", INTERVAL + 1, 10) for i in range(3)])
+        table.checkpoint(2 * INTERVAL)
+        branches[name] = table
+    for name, table in branches.items():
+        assert totals(table) == {**{f"k{i}": 1 for i in range(20)}, **{f"{name}{i}": 10 for i in range(3)}}
+    assert totals(snapshot) == {f"k{i}": 1 for i in range(20)}
 
 
 def test_a_null_key_is_one_key_to_get_and_only_whether_none_or_nan():
