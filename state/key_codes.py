@@ -18,7 +18,7 @@ from pandas._libs import lib
 from pandas._libs.hashtable import ObjectFactorizer
 from pandas.util import hash_array
 
-__all__ = ["factorize_keys", "first_rows", "first_appearance", "pair_codes", "codes_on", "KeyIds", "StringIds",
+__all__ = ["factorize_keys", "first_rows", "distinct_below", "first_appearance", "pair_codes", "codes_on", "KeyIds", "StringIds",
            "GROUPS_ONE_BY_ONE"]
 
 
@@ -43,6 +43,15 @@ def first_rows(codes: np.ndarray) -> np.ndarray:
     new[0] = True
     np.greater(highest[1:], highest[:-1], out=new[1:])
     return np.flatnonzero(new)
+
+
+def distinct_below(values: np.ndarray, bound: int) -> np.ndarray:
+    """``np.unique(values)`` of integers from 0 below ``bound``: marked in ``bound``
+    flags, then read in order, which costs a fraction of sorting where ``bound`` is not
+    far above the number of values (or of numpy's unique of integers)."""
+    marked = np.zeros(bound, dtype=bool)
+    marked[values] = True
+    return np.flatnonzero(marked)
 
 
 def first_appearance(values: np.ndarray, bound: int) -> np.ndarray:

@@ -68,6 +68,10 @@ class KeyColumn:
         rows = np.asarray(rows)
         if rows.dtype == bool:
             return np.concatenate([self._head()[rows[:n]], self._tail[rows[n:]]])
+        if not len(rows) or rows.min() >= n:
+            return self._tail[rows - n]
+        if rows.max() < n:
+            return self._room.array[rows]
         keys = np.empty(len(rows), dtype=object)
         in_head = rows < n
         keys[in_head] = self._room.array[rows[in_head]]

@@ -74,7 +74,7 @@ from monoids import Monoid
 from state.boundaries import boundary_at_or_before, check_interval_ms, check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
-from state.key_codes import KeyIds, codes_on, first_appearance, first_rows, pair_codes
+from state.key_codes import KeyIds, codes_on, distinct_below, first_appearance, first_rows, pair_codes
 from state.key_column import KeyColumn
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
@@ -472,13 +472,21 @@ class KeyedTable:
         their rows count in ``chain_rows``."""
         if not self.keeps_changes:
             raise StateValueError("a table with a window or a ttl_ms checkpoints whole")
-        # The keys changed, by their ids, which the seal keeps: no key of a table of
-        # millions is hashed again.
+        # The keys changed: those of the rows after the committed ones that the seal
+        # commits. A key of a committed row keeps that row (its code), the others are
+        # found by their ids among the committed rows that follow: no key of a table of
+        # millions is hashed again, and only the rows after the committed ones are read.
+        settled, codes, ids = self._committed_rows(), self._key_codes(), self._row_ids()
+        buckets = self.buckets[settled:]
+        sealed = np.flatnonzero((buckets != COMMITTED) & (buckets < timestamp_ms))
         changed = np.zeros(len(self._key_ids), dtype=bool)
-        changed[self._row_ids()[(self.buckets != COMMITTED) & (self.buckets < timestamp_ms)]] = True
+        changed[ids[settled:][sealed]] = True
+        kept = codes[settled:][sealed]
+        kept = distinct_below(kept[kept < settled], settled)
         self.seal(timestamp_ms)
-        rows = (self.buckets == COMMITTED) & changed[self._row_ids()]
-        self.chain_rows += int(rows.sum())
+        after = self._row_ids()[settled:self._committed_rows()]
+        rows = np.concatenate([kept, settled + np.flatnonzero(changed[after])])
+        self.chain_rows += len(rows)
         return encode_rows(self, rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
 
     def roll_forward(self, *changes: KeyedTable) -> None:
@@ -572,7 +580,7 @@ class KeyedTable:
         tail = codes[settled:]
         buckets = np.where(self.buckets[settled:] < timestamp_ms, COMMITTED, self.buckets[settled:])
         # The committed rows that rows of the tail fold into: a settled key's code is its row.
-        joined = np.unique(tail[(buckets == COMMITTED) & (tail < settled)])
+        joined = distinct_below(tail[(buckets == COMMITTED) & (tail < settled)], settled)
         rows = np.concatenate([joined, np.arange(settled, len(codes))])
         row_buckets = np.concatenate([np.full(len(joined), COMMITTED, dtype=np.int64), buckets])
         first, folded, newest, marked = self._fold(

@@ -89,7 +89,7 @@ def describe(
 
 
 def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
-    """The bytes of ``table``'s ``rows`` (a mask), its late count and settings, with the
+    """The bytes of ``table``'s ``rows`` (a mask, or indices in order), its late count and settings, with the
     times ``checkpoint_ms`` and ``emitted_ms`` (a checkpoint's, which may be older than the
     table's own)."""
     meta = np.array([checkpoint_ms, emitted_ms, table.late_count, table.bucket_ms], dtype=np.int64)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pandas._libs.hashtable import ObjectFactorizer
 
 import state.key_codes
-from state.key_codes import (GROUPS_ONE_BY_ONE, KeyIds, StringIds, codes_on, factorize_keys, first_appearance,
-                             first_rows, pair_codes)
+from state.key_codes import (GROUPS_ONE_BY_ONE, KeyIds, StringIds, codes_on, distinct_below, factorize_keys,
+                             first_appearance, first_rows, pair_codes)
 
 
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "c"]), st.none(), st.just(float("nan")), st.integers(0, 3)),
@@ -38,6 +38,12 @@ def test_the_first_row_of_each_key_is_where_factorize_first_met_it(values):
     codes, _ = pd.factorize(np.array(values, dtype=np.int64))
     _, expected = np.unique(codes, return_index=True)
     np.testing.assert_array_equal(first_rows(codes), expected)
+
+
+@given(st.lists(st.integers(0, 40), max_size=60), st.integers(41, 100))
+def test_distinct_integers_are_those_of_numpy_in_order(values, bound):
+    array = np.array(values, dtype=np.int64)
+    np.testing.assert_array_equal(distinct_below(array, bound), np.unique(array))
 
 
 @given(st.lists(st.integers(0, 40), max_size=60), st.sampled_from([41, 10**6]))
