@@ -64,7 +64,9 @@ class KeyColumn:
         n = self._n
         if isinstance(rows, slice):
             start, stop, _ = rows.indices(len(self))
-            return np.concatenate([self._head()[start:stop], self._tail[max(start - n, 0):max(stop - n, 0)]])
+            if stop <= n or start >= n:  # a view of the head or of the tail
+                return self._head()[start:stop] if stop <= n else self._tail[start - n:stop - n]
+            return np.concatenate([self._head()[start:], self._tail[:stop - n]])
         rows = np.asarray(rows)
         if rows.dtype == bool:
             return np.concatenate([self._head()[rows[:n]], self._tail[rows[n:]]])
@@ -77,6 +79,10 @@ class KeyColumn:
         keys[in_head] = self._room.array[rows[in_head]]
         keys[~in_head] = self._tail[rows[~in_head] - n]
         return keys
+
+    def first(self, n: int) -> KeyColumn:
+        """The column of the first ``n`` keys, sharing this one's head."""
+        return self.then(n, self._NONE, self._NONE)
 
     def then(self, settled: int, head: np.ndarray, tail: np.ndarray) -> KeyColumn:
         """The column of the first ``settled`` keys, then ``head`` and ``tail``: the first

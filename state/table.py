@@ -616,13 +616,17 @@ class KeyedTable:
                                                       int(moved_codes.max(initial=settled)) + 1 - settled)
         self._codes = np.concatenate([codes[:settled], moved_codes])
 
-    def _keep(self, rows: np.ndarray) -> None:
-        """Keeps ``rows`` (a mask or indices), in their order."""
+    def _keep(self, rows: np.ndarray | slice) -> None:
+        """Keeps ``rows`` (a mask, indices, or the first rows: a slice from 0), in their
+        order. The first rows keep their codes (numbered by first appearance, as all
+        rows are) and share the columns, keys included (``KeyColumn.first``)."""
+        first = isinstance(rows, slice)
         if self._codes is not None:
-            self._codes = self._codes_of(rows)
+            self._codes = self._codes[rows] if first else self._codes_of(rows)
         if self._ids is not None:
             self._ids = self._ids[rows]
-        self.keys, self.buckets, self.values = self.keys_at(rows), self.buckets[rows], self.values[rows]
+        self._keys = self._keys.first(rows.stop) if first else KeyColumn(self.keys_at(rows))
+        self.buckets, self.values = self.buckets[rows], self.values[rows]
         if self.times is not None:
             self.times = self.times[rows]
         if self._touched is not None:
@@ -652,7 +656,7 @@ class KeyedTable:
     def _append(self, other: KeyedTable) -> None:
         """Adds ``other``'s rows after this table's, none of them touched."""
         self._ids, self._codes = self._with(other.keys)
-        self.keys = np.concatenate([self.keys, other.keys])
+        self._keys = self._keys.then(len(self), other.keys[:0], other.keys)
         self.buckets = np.concatenate([self.buckets, other.buckets])
         self.values = np.concatenate([self.values, other.values])
         if self.times is not None:
@@ -695,8 +699,10 @@ class KeyedTable:
         """A copy holding only the rows before the last checkpoint: the checkpoint, as
         decoding it gives it where ``decodes_as_held(following=True)``, but with this
         table's late count and the time to which it emitted windows."""
-        table = self.copy()
-        table._keep(self.buckets < self.checkpoint_ms)
+        table, before = self.copy(), self.buckets < self.checkpoint_ms
+        held = int(before.sum())
+        # Where they come first (``decodes_as_held``), the copy's columns are theirs.
+        table._keep(slice(0, held) if before[:held].all() else before)
         return table
 
     def follow(self, since: KeyedTable) -> None:

@@ -1319,6 +1319,23 @@ def test_two_tables_grown_from_one_snapshot_with_new_keys_each_keep_their_own():
     assert totals(snapshot) == {f"k{i}": 1 for i in range(20)}
 
 
+def test_the_checkpointed_rows_are_the_checkpoint_and_go_on_apart_from_the_table():
+    table = table_of()
+    apply(table, [(f"k{i}", 1, 1) for i in range(20)])
+    data = table.checkpoint(INTERVAL)
+    apply(table, [("k0", INTERVAL + 1, 5), ("new", INTERVAL + 2, 7)])
+    checkpoint, decoded = table.checkpointed_rows(), table_of()
+    decoded.recover(INTERVAL, data)
+    assert checkpoint.encode() == decoded.encode()
+    # Each takes new keys into its committed rows; neither sees the other's.
+    apply(checkpoint, [("c", INTERVAL + 3, 100)])
+    checkpoint.checkpoint(2 * INTERVAL)
+    table.checkpoint(2 * INTERVAL)
+    assert totals(checkpoint) == {**{f"k{i}": 1 for i in range(20)}, "c": 100}
+    assert totals(table) == {**{f"k{i}": 1 for i in range(20)}, "k0": 6, "new": 7}
+    _assert_codes_are_the_keys(checkpoint)
+
+
 def test_a_null_key_is_one_key_to_get_and_only_whether_none_or_nan():
     """``factorize_keys`` makes None and NaN one key, in different buckets too; so do
     reading one key and moving keys (a rescale moves a numeric key's null as NaN)."""
