@@ -182,8 +182,8 @@ class StringIds:
         ids = self._find(keys, hashes)
         missing = np.flatnonzero(ids < 0)
         if len(missing):
-            codes = _codes_of_strings(keys[missing], hashes[missing])
-            first = missing[first_rows(codes)]
+            codes, first = _codes_of_strings(keys[missing], hashes[missing])
+            first = missing[first]
             ids[missing] = self._count + codes
             self._add(keys[first], hashes[first])
         return ids
@@ -191,8 +191,7 @@ class StringIds:
     def _find(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """The ids of ``keys`` whose hashes are ``hashes``; -1 for keys not held."""
         mask = len(self._ids) - 1
-        slots = (hashes & np.uint64(mask)).astype(np.intp)
-        bits = (hashes >> np.uint64(32)).astype(np.uint32)
+        slots, bits = _slots_and_bits(hashes, mask)
         found = np.full(len(keys), -1, dtype=np.int64)
         probing = np.arange(len(keys))
         while len(probing):
@@ -240,12 +239,17 @@ def _grown(column: np.ndarray, used: int, room: int) -> np.ndarray:
     return grown
 
 
+def _slots_and_bits(hashes: np.ndarray, mask: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each key's probe starts (its hash's lower bits, below ``mask``, a power of
+    two less one) and the upper 32 bits of its hash, which its slot holds."""
+    return (hashes & np.uint64(mask)).astype(np.intp), (hashes >> np.uint64(32)).astype(np.uint32)
+
+
 def _place(slot_ids: np.ndarray, slot_bits: np.ndarray, ids: np.ndarray, hashes: np.ndarray) -> None:
     """Puts ``ids`` into the first empty slot from their hashes' on (``StringIds``);
     where two take the same slot in one step, one of them has it and the other goes on."""
     mask = len(slot_ids) - 1
-    slots = (hashes & np.uint64(mask)).astype(np.intp)
-    bits = (hashes >> np.uint64(32)).astype(np.uint32)
+    slots, bits = _slots_and_bits(hashes, mask)
     placing = np.arange(len(ids))
     while len(placing):
         at = slots[placing]
@@ -260,14 +264,15 @@ def _place(slot_ids: np.ndarray, slot_bits: np.ndarray, ids: np.ndarray, hashes:
         slots[placing] = (slots[placing] + 1) & mask
 
 
-def _codes_of_strings(keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    """``pd.factorize(keys)[0]`` of strings whose hashes are ``hashes``: by the hashes,
-    unless two different keys share one."""
+def _codes_of_strings(keys: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(keys)[0]`` of strings whose hashes are ``hashes`` (by the hashes,
+    unless two different keys share one) and the first row of each code."""
     codes, _ = pd.factorize(hashes)
     first = first_rows(codes)
     if (keys[first][codes] == keys).all():
-        return codes
-    return pd.factorize(keys)[0]
+        return codes, first
+    codes = pd.factorize(keys)[0]
+    return codes, first_rows(codes)
 
 
 def codes_on(codes: np.ndarray, ids: np.ndarray, more: np.ndarray, bound: int) -> np.ndarray:
