@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from monoids.base import Monoid
+from monoids.columns import join_columns
 from state.boundaries import check_time_ms
 from state.table import KeyedTable, WindowResults
 from state.window import SessionWindow
@@ -57,7 +58,7 @@ class SessionTable(KeyedTable):
         ids, key_codes = self._with(keys[table_rows:])
         order, _, first, self.values, self.times = self._fold_chains(
             (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),
-            np.concatenate([self.values, column]),
+            join_columns([self.values, column]),
         )
         self.keys, self.buckets = keys[order][first], starts[order][first]
         # The segments are sorted by key code first, so their codes, rising, are numbered

@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 
 from monoids import Monoid
+from monoids.columns import join_columns
 from state.boundaries import boundary_at_or_before, check_interval_ms, check_time_ms
 from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
@@ -274,7 +275,7 @@ class KeyedTable:
         tail = slice(settled, None)
 
         def after_tail(column: np.ndarray, more: np.ndarray) -> np.ndarray:
-            return np.concatenate([column[tail], more])
+            return join_columns([column[tail], more])
 
         tail_keys, tail_buckets = np.concatenate([self.keys_at(tail), keys]), after_tail(self.buckets, buckets)
         tail_times = None if self.times is None else after_tail(self.times, times)
@@ -283,7 +284,7 @@ class KeyedTable:
                                                    tail_times, tail_touched)
 
         def settled_then(column: np.ndarray, folded_tail: np.ndarray) -> np.ndarray:
-            return np.concatenate([column[:settled], folded_tail])
+            return join_columns([column[:settled], folded_tail])
 
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
@@ -425,7 +426,7 @@ class KeyedTable:
             keys=np.concatenate([p[0] for p in parts]),
             starts_ms=starts_ms,
             ends_ms=starts_ms + size,
-            values=np.concatenate([p[2] for p in parts]),
+            values=join_columns([p[2] for p in parts]),
         )
 
     def _holding_rows(self, starts: range) -> list[int]:
@@ -515,8 +516,8 @@ class KeyedTable:
         np.maximum.at(last, codes, np.arange(len(codes)))
         new = codes >= held  # new keys, whose codes go on from the held ones by first appearance
         first_new = np.flatnonzero(new)[first_rows(codes[new] - held)]
-        changed_values = np.concatenate([one.values for one in changes])
-        values = np.concatenate([self.values, changed_values[last[held:]]])
+        changed_values = join_columns([one.values for one in changes])
+        values = join_columns([self.values, changed_values[last[held:]]])
         changed = np.flatnonzero(last[:held] >= 0)
         values[changed] = changed_values[last[changed]]
         self._keys = self._keys.then(held, keys[first_new], keys[:0])
@@ -593,7 +594,7 @@ class KeyedTable:
         order = n + np.concatenate([np.flatnonzero(committed), np.flatnonzero(~committed)])
 
         def joined_into(column: np.ndarray, column_folded: np.ndarray) -> np.ndarray:
-            joined_column = np.concatenate([column[:settled], column_folded[order]])
+            joined_column = join_columns([column[:settled], column_folded[order]])
             joined_column[joined] = column_folded[:n]
             return joined_column
 
@@ -658,7 +659,7 @@ class KeyedTable:
         self._ids, self._codes = self._with(other.keys)
         self._keys = self._keys.then(len(self), other.keys[:0], other.keys)
         self.buckets = np.concatenate([self.buckets, other.buckets])
-        self.values = np.concatenate([self.values, other.values])
+        self.values = join_columns([self.values, other.values])
         if self.times is not None:
             self.times = np.concatenate([self.times, other.times])
         if self._touched is not None:
