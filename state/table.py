@@ -366,24 +366,28 @@ class KeyedTable:
         table without a window."""
         if self._touched is None:
             raise StateValueError("a table with a window keeps no touched keys: its results are its windows")
-        codes = self._key_codes()
-        wanted = np.zeros(len(codes), dtype=bool)  # codes are below the number of rows
-        wanted[codes[self._touched]] = True
-        rows = wanted[codes]
-        # Every row of a wanted key is picked, so the codes, renumbered in their order,
-        # stay numbered by first appearance.
-        picked = (np.cumsum(wanted) - 1)[codes[rows]]
+        codes, settled = self._key_codes(), self._committed_rows()
+        wanted_codes = distinct_below(codes[self._touched], len(codes))  # codes are below the number of rows
+        wanted = np.zeros(len(codes), dtype=bool)
+        wanted[wanted_codes] = True
+        # Every row of a wanted key: its committed row (whose code is its row), then its
+        # rows after the committed ones, in the table's order; so a key's rank among the
+        # wanted codes numbers the picked rows by first appearance.
+        rows = np.concatenate([wanted_codes[wanted_codes < settled], settled + np.flatnonzero(wanted[codes[settled:]])])
         self._touched = np.zeros(len(self), dtype=bool)
-        return self._fold_per_key(rows, picked)
+        return self._fold_per_key(rows, np.searchsorted(wanted_codes, codes[rows]))
 
     def _fold_per_key(
         self, rows: np.ndarray | slice, codes: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, values)``: each key's fold over ``rows``, in the order the rows hold the
         keys; ``codes`` are the rows' key codes numbered by first appearance, if known."""
+        if not isinstance(rows, slice) and rows.dtype == bool:
+            rows = np.flatnonzero(rows)  # a few rows of many: each column read at those only
         codes = self._codes_of(rows) if codes is None else codes
         first = first_rows(codes)  # the keys as the table holds them (pandas makes None NaN)
-        keys = self.keys_at(rows)[first].astype(object, copy=False)
+        keys = self.keys_at(rows)[first] if isinstance(rows, slice) else self.keys_at(rows[first])
+        keys = keys.astype(object, copy=False)
         return keys, self.monoid.reduce_by_key(codes, len(first), self.values[rows])
 
     def get(self, key) -> object:

@@ -92,6 +92,8 @@ def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: 
     """The bytes of ``table``'s ``rows`` (a mask, or indices in order), its late count and settings, with the
     times ``checkpoint_ms`` and ``emitted_ms`` (a checkpoint's, which may be older than the
     table's own)."""
+    if rows.dtype == bool:
+        rows = np.flatnonzero(rows)  # a few rows of many: each column read at those only
     meta = np.array([checkpoint_ms, emitted_ms, table.late_count, table.bucket_ms], dtype=np.int64)
     description = describe(table.monoid, table.interval_ms, table.window, table.ttl_ms)
     times = table.times[rows] if table.times is not None else np.empty(0, np.int64)
