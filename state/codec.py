@@ -67,8 +67,11 @@ def keys_to_bytes(keys: np.ndarray) -> bytes:
 
 def keys_from_bytes(data: bytes) -> np.ndarray:
     """Inverse of ``keys_to_bytes``."""
-    table = pa.ipc.open_stream(data).read_all()
-    return table.column(0).to_numpy(zero_copy_only=False)
+    keys = pa.ipc.open_stream(data).read_all().column(0)
+    if pa.types.is_integer(keys.type) and keys.null_count:
+        # numpy would hold them as floats, a null as NaN: integers past 2**53 would merge.
+        return np.array(keys.to_pylist(), dtype=object)
+    return keys.to_numpy(zero_copy_only=False)
 
 
 def ints_to_bytes(values: np.ndarray) -> bytes:

@@ -665,6 +665,16 @@ def test_encode_decode_round_trips_rows_and_counters(keys):
     assert decoded.encode() == table.encode()
 
 
+def test_integer_keys_beside_a_null_key_decode_as_the_same_integers():
+    # Arrow's integers with a null become floats in numpy: 2**60 and 2**60 + 1 one key.
+    table = table_of()
+    apply(table, [(2**60, 10, 1), (2**60 + 1, 20, 2), (None, 30, 4), (7, 40, 8)])
+    decoded = decode_table(table.checkpoint(200), Sum(), INTERVAL)
+    assert [(type(key), key) for key in decoded.keys] == [(int, 2**60), (int, 2**60 + 1), (type(None), None), (int, 7)]
+    apply(decoded, [(None, 210, 16)])
+    assert decoded.take_touched_totals()[0].tolist() == [None]
+
+
 def test_encode_decode_of_an_empty_table():
     decoded = decode_table(table_of().encode(), Sum(), INTERVAL)
     assert len(decoded) == 0 and totals(decoded) == {}
