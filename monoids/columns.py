@@ -32,7 +32,8 @@ def object_column(items: Sequence[Any]) -> np.ndarray:
 def join_columns(columns: Sequence[np.ndarray]) -> np.ndarray:
     """``np.concatenate(columns)``. Columns of records (one structured dtype without
     ``object`` fields) are joined as their bytes: numpy copies records field by field,
-    five times slower than a copy of the bytes, which gives the same records."""
+    five times slower than a copy of the bytes, which gives the same records, in the
+    columns' own dtype (numpy's would be packed and native-endian)."""
     dtype = columns[0].dtype if len(columns) else None
     if dtype is None or dtype.names is None or dtype.hasobject or any(c.dtype != dtype for c in columns):
         return np.concatenate(columns)
