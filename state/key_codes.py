@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from pandas._libs import lib
-from pandas._libs.hashtable import ObjectFactorizer
+from pandas._libs.hashtable import Int64HashTable, Int64Vector, ObjectFactorizer
 from pandas.util import hash_array
 
 __all__ = ["factorize_keys", "first_rows", "distinct_below", "first_appearance", "pair_codes", "codes_on", "KeyIds", "StringIds",
@@ -148,24 +148,28 @@ class KeyIds:
 
 
 class StringIds:
-    """Ids of strings, as ``KeyIds`` gives them, from an index of their 64-bit hashes
-    (pandas' ``hash_array`` of their UTF-8 bytes) in numpy arrays, by open addressing.
+    """Ids of strings, as ``KeyIds`` gives them, from a hash table (pandas'
+    ``Int64HashTable``, in C) of their 64-bit hashes (pandas' ``hash_array`` of their
+    UTF-8 bytes) to their ids, and the keys by id.
 
-    A slot holds an id (plus one: 0 is an empty slot) and its key's hash's upper 32 bits;
-    a key's probe starts at the slot of its hash's lower bits and goes on to the next
-    slot until it meets an empty one or a slot whose bits match and whose key is equal.
-    All keys of a batch probe together, a pass of numpy a step, so a lookup costs about
-    a comparison of two strings, not the chain of pointers to objects of a hash table of
-    Python objects (about twice as fast in a table of millions of keys). A slot takes
-    eight bytes and at most half the slots are taken: 16 to 32 bytes a key, and the
-    key and its hash (8 bytes), by id, so that growing places the keys again without
-    hashing them."""
+    A batch's keys are hashed, their hashes looked up in one pass of C, and each key
+    found is compared with the key its id holds: a lookup costs about a comparison of two
+    strings, not the chain of pointers to objects of a hash table of Python objects.
+    New keys are numbered and indexed in one more pass (``Int64HashTable.get_labels``),
+    so a table of millions of keys met at once (a decoded checkpoint) takes a second
+    where probing slots from numpy took several. Two keys of one hash (about one pair
+    in 2**64 keys) are told apart by their keys: the hash finds the first, and the later
+    ones are found by key in a dict (``_apart``). The index takes 16 bytes a slot and
+    keeps its slots at most 77 % full: 21 to 42 bytes a key, besides the key by id.
+
+    The index is derived from the keys: an update of it that fails part way (out of
+    memory) drops it, and it is built again from the keys when next needed, so the
+    ids stay as they were."""
 
     def __init__(self) -> None:
-        self._ids = np.zeros(1024, dtype=np.uint32)  # id + 1 a slot, 0 where empty
-        self._bits = np.zeros(1024, dtype=np.uint32)  # the upper bits of the slot's key's hash
+        self._index: Int64HashTable | None = Int64HashTable()  # hash -> id; None: to be built again
+        self._apart: dict[str, int] = {}  # the ids of keys whose hash an earlier key has
         self._keys = np.empty(1024, dtype=object)  # by id
-        self._hashes = np.empty(1024, dtype=np.uint64)  # by id: growing places them again without hashing
         self._count = 0
 
     def __len__(self) -> int:
@@ -178,101 +182,84 @@ class StringIds:
     def of(self, keys: np.ndarray) -> np.ndarray:
         """The ids of ``keys`` (strings), giving new keys the next ones by first
         appearance."""
-        hashes = hash_array(keys, categorize=False)
+        hashes = hash_array(keys, categorize=False).view(np.int64)
         ids = self._find(keys, hashes)
         missing = np.flatnonzero(ids < 0)
         if len(missing):
-            codes, first = _codes_of_strings(keys[missing], hashes[missing])
-            first = missing[first]
-            ids[missing] = self._count + codes
-            self._add(keys[first], hashes[first])
+            try:
+                ids[missing] = self._add(keys[missing], hashes[missing])
+            except BaseException:
+                self._index = None  # it may hold ids of keys not added
+                raise
         return ids
 
     def _find(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """The ids of ``keys`` whose hashes are ``hashes``; -1 for keys not held."""
-        mask = len(self._ids) - 1
-        slots, bits = _slots_and_bits(hashes, mask)
-        found = np.full(len(keys), -1, dtype=np.int64)
-        probing = np.arange(len(keys))
-        while len(probing):
-            at = slots[probing]
-            held = self._ids[at]
-            matched = np.flatnonzero((held != 0) & (self._bits[at] == bits[probing]))
-            if len(matched):
-                rows, ids = probing[matched], held[matched].astype(np.int64) - 1
-                equal = self._keys[ids] == keys[rows]
-                found[rows[equal]] = ids[equal]
-            probing = probing[(held != 0) & (found[probing] < 0)]
-            slots[probing] = (slots[probing] + 1) & mask
-        return found
+        if not self._count:
+            return np.full(len(keys), -1, dtype=np.int64)
+        ids = self._built().lookup(hashes).astype(np.int64, copy=False)
+        held = np.flatnonzero(ids >= 0)
+        other = held[self._keys[ids[held]] != keys[held]]
+        if len(other):
+            ids[other] = [self._apart.get(key, -1) for key in keys[other]]
+        return ids
 
-    def _add(self, keys: np.ndarray, hashes: np.ndarray) -> None:
-        """Gives ``keys`` (new, distinct) the next ids, in their order. Where that fails
-        part way (out of memory), the ids are as they were."""
+    def _built(self) -> Int64HashTable:
+        """The index, built again from the keys if an update of it failed."""
+        if self._index is None:
+            fresh = StringIds()
+            fresh.of(self.keys())  # distinct: they take their ids again, in order
+            self._index, self._apart = fresh._index, fresh._apart
+        return self._index
+
+    def _add(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """Gives ``keys``, none held (a key may come more than once), the next ids by
+        first appearance, and returns them."""
+        count = self._count
+        codes = _label(self._built(), hashes, count) - count
+        first = first_rows(codes)
+        if codes.min(initial=0) < 0 or not _one_key_a_code(keys, codes, first):
+            # A new key of a held key's hash, or two new keys of one hash: by key.
+            self._index, codes = None, pd.factorize(keys)[0]
+            first = first_rows(codes)
+            _index_apart(self._built(), self._apart, keys[first], hashes[first], count)
+        self._append(keys[first])
+        return count + codes
+
+    def _append(self, keys: np.ndarray) -> None:
+        """Holds ``keys`` under the next ids."""
         count = self._count + len(keys)
-        if count >= 2**32 - 1:
-            raise OverflowError(f"a table of more than {2**32 - 2:,} keys")
         if count > len(self._keys):
-            room = max(count, 2 * len(self._keys))
-            self._keys, self._hashes = _grown(self._keys, self._count, room), _grown(self._hashes, self._count, room)
-        self._keys[self._count:count], self._hashes[self._count:count] = keys, hashes
-        if 2 * count > len(self._ids):
-            # Twice the slots, or more: every key held so far goes into its slot again.
-            slots = 1 << (2 * count - 1).bit_length()
-            ids, bits = np.zeros(slots, dtype=np.uint32), np.zeros(slots, dtype=np.uint32)
-            _place(ids, bits, np.arange(count), self._hashes[:count])
-            self._ids, self._bits = ids, bits
-        else:
-            try:
-                _place(self._ids, self._bits, np.arange(self._count, count), hashes)
-            except BaseException:
-                # The new ids came last: no probe for an older key passes their slots.
-                self._ids[self._ids > self._count] = 0
-                raise
+            grown = np.empty(max(count, 2 * len(self._keys)), dtype=object)
+            grown[:self._count] = self._keys[:self._count]
+            self._keys = grown
+        self._keys[self._count:count] = keys
         self._count = count
 
 
-def _grown(column: np.ndarray, used: int, room: int) -> np.ndarray:
-    """A new array of ``room`` elements starting with the first ``used`` of ``column``."""
-    grown = np.empty(room, dtype=column.dtype)
-    grown[:used] = column[:used]
-    return grown
+def _label(index: Int64HashTable, hashes: np.ndarray, count: int) -> np.ndarray:
+    """Indexes the ``hashes`` that ``index`` does not hold under ids from ``count`` on, by
+    first appearance, and returns the id of each (a held hash's is the one it has)."""
+    return index.get_labels(hashes, Int64Vector(), count, -1)
 
 
-def _slots_and_bits(hashes: np.ndarray, mask: int) -> tuple[np.ndarray, np.ndarray]:
-    """Where each key's probe starts (its hash's lower bits, below ``mask``, a power of
-    two less one) and the upper 32 bits of its hash, which its slot holds."""
-    return (hashes & np.uint64(mask)).astype(np.intp), (hashes >> np.uint64(32)).astype(np.uint32)
+def _one_key_a_code(keys: np.ndarray, codes: np.ndarray, first: np.ndarray) -> bool:
+    """Whether the rows of each code (numbered by first appearance; ``first``, the
+    first row of each) hold one key: each row after a code's first is compared with
+    that one."""
+    again = np.ones(len(codes), dtype=bool)
+    again[first] = False
+    again = np.flatnonzero(again)
+    return not (keys[first[codes[again]]] != keys[again]).any()
 
 
-def _place(slot_ids: np.ndarray, slot_bits: np.ndarray, ids: np.ndarray, hashes: np.ndarray) -> None:
-    """Puts ``ids`` into the first empty slot from their hashes' on (``StringIds``);
-    where two take the same slot in one step, one of them has it and the other goes on."""
-    mask = len(slot_ids) - 1
-    slots, bits = _slots_and_bits(hashes, mask)
-    placing = np.arange(len(ids))
-    while len(placing):
-        at = slots[placing]
-        empty = slot_ids[at] == 0
-        taking, at = placing[empty], at[empty]
-        slot_ids[at] = ids[taking] + 1
-        took = slot_ids[at] == ids[taking] + 1
-        slot_bits[at[took]] = bits[taking[took]]
-        placed = np.zeros(len(ids), dtype=bool)
-        placed[taking[took]] = True
-        placing = placing[~placed[placing]]
-        slots[placing] = (slots[placing] + 1) & mask
-
-
-def _codes_of_strings(keys: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(keys)[0]`` of strings whose hashes are ``hashes`` (by the hashes,
-    unless two different keys share one) and the first row of each code."""
-    codes, _ = pd.factorize(hashes)
-    first = first_rows(codes)
-    if (keys[first][codes] == keys).all():
-        return codes, first
-    codes = pd.factorize(keys)[0]
-    return codes, first_rows(codes)
+def _index_apart(index: Int64HashTable, apart: dict, keys: np.ndarray, hashes: np.ndarray, count: int) -> None:
+    """Indexes ``keys`` (new, distinct) of ``hashes`` under ids from ``count`` on: by hash
+    where neither ``index`` nor an earlier one of them has it, else by key in ``apart``."""
+    ids = count + np.arange(len(keys))
+    taken = (index.lookup(hashes) >= 0) | pd.Series(hashes).duplicated().to_numpy()
+    index.map_keys_to_values(hashes[~taken], ids[~taken])
+    apart.update(zip(keys[taken].tolist(), ids[taken].tolist()))
 
 
 def codes_on(codes: np.ndarray, ids: np.ndarray, more: np.ndarray, bound: int) -> np.ndarray:

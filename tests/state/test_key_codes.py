@@ -102,31 +102,47 @@ def test_key_ids_are_those_of_a_hash_table_of_objects_before_and_after_a_key_tha
     assert (got, len(ids)) == object_ids(batches)
 
 
+@pytest.mark.parametrize("sizes", [(1, 4000, 0, 900, 3000), (4000, 1, 0, 900, 3000)], ids=["one first", "many first"])
 @pytest.mark.parametrize("weak", [False, True], ids=["hashes", "colliding hashes"])
-def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects(weak, monkeypatch):
-    if weak:  # every key of a length has one hash: the index tells them apart by their keys
+def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects(weak, sizes, monkeypatch):
+    # Weak hashes: every key of a length has one; the index tells them apart by their
+    # keys, new keys of a held key's hash (one first) and of one hash (many first).
+    if weak:
         monkeypatch.setattr(state.key_codes, "hash_array",
                             lambda keys, categorize: np.array([len(key) for key in keys], dtype=np.uint64) << 40)
     rng = np.random.default_rng(7)
-    batches = [[f"k{key}" for key in rng.integers(0, 5000 if not weak else 300, size)] for size in (1, 4000, 0, 900, 3000)]
+    batches = [[f"k{key}" for key in rng.integers(0, 5000 if not weak else 300, size)] for size in sizes]
     ids = StringIds()
     got = [ids.of(np.array(batch, dtype=object)).tolist() for batch in batches]
     assert (got, len(ids)) == object_ids(batches)
     assert ids.keys().tolist() == list(dict.fromkeys(key for batch in batches for key in batch))
 
 
-@pytest.mark.parametrize("more_slots", [False, True], ids=["in its slots", "into more slots"])
-def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(more_slots, monkeypatch):
+def test_a_new_key_of_a_held_keys_hash_takes_the_next_id(monkeypatch):
+    monkeypatch.setattr(state.key_codes, "hash_array", lambda keys, categorize: np.full(len(keys), 7, dtype=np.uint64))
+    ids = StringIds()
+    assert [ids.of(np.array(batch, dtype=object)).tolist() for batch in (["a"], ["b"], ["b", "a", "c"])] == [
+        [0], [1], [1, 0, 2]]
+
+
+@pytest.mark.parametrize("failing", ["indexing", "holding"])
+def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(failing, monkeypatch):
     ids, held = StringIds(), np.array([f"k{i}" for i in range(300)], dtype=object)
     ids.of(held)
-    new = np.array([f"n{i}" for i in range(400 if more_slots else 100)], dtype=object)  # 1,024 slots hold 512 keys
-    place = state.key_codes._place
+    new = np.array([f"n{i}" for i in range(2000)], dtype=object)  # past the room for 1,024 keys
+    label = state.key_codes._label
 
-    def place_half_then_fail(slot_ids, slot_bits, placed, hashes):
-        place(slot_ids, slot_bits, placed[:len(placed) // 2], hashes[:len(placed) // 2])
+    def label_half_then_fail(index, hashes, count):
+        label(index, hashes[:len(hashes) // 2], count)
         raise MemoryError
 
-    monkeypatch.setattr(state.key_codes, "_place", place_half_then_fail)
+    def fail(*_):
+        raise MemoryError
+
+    if failing == "indexing":
+        monkeypatch.setattr(state.key_codes, "_label", label_half_then_fail)
+    else:  # the new keys are indexed, not held
+        monkeypatch.setattr(StringIds, "_append", fail)
     with pytest.raises(MemoryError):
         ids.of(new)
     monkeypatch.undo()
