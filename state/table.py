@@ -165,6 +165,15 @@ class KeyedTable:
         """The keys of ``rows`` (a mask, indices or a slice), without the others'."""
         return self._keys.take(rows)
 
+    @property
+    def buckets(self) -> np.ndarray:
+        """The rows' buckets (``COMMITTED`` for committed rows)."""
+        return self._buckets
+
+    @buckets.setter
+    def buckets(self, buckets: np.ndarray) -> None:
+        self._buckets, self._committed = buckets, None
+
     def copy(self) -> KeyedTable:
         """A snapshot: shares the columns, which no operation writes into."""
         return copy.copy(self)
@@ -216,10 +225,10 @@ class KeyedTable:
         """Folds messages that are not late (at least one) into the table (``_fold_tail``).
         Returns the keys touched."""
         table_rows, settled = len(self), self._committed_rows()
-        ids, codes = self._with(keys)
+        ids, codes = self._with(keys, settled)
         self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
                         timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
-        touched = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows:]), settled))
+        touched = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows - settled:]), settled))
         if not self.monoid.commutative:
             # Folding a key's buckets in time order is what a non-commutative monoid needs;
             # the settled rows are committed ones, the oldest.
@@ -230,9 +239,12 @@ class KeyedTable:
     def _committed_rows(self) -> int:
         """How many rows the table starts with that are committed rows (bucket
         ``COMMITTED``, one per key): the keys a checkpoint holds, which a batch leaves in
-        place. Their keys are the first, so their codes are their rows."""
-        pending = self.buckets != COMMITTED
-        return int(pending.argmax()) if pending.any() else len(pending)
+        place. Their keys are the first, so their codes are their rows. Counted once
+        for each column of buckets (a batch asks several times)."""
+        if self._committed is None:
+            pending = self._buckets != COMMITTED
+            self._committed = int(pending.argmax()) if pending.any() else len(pending)
+        return self._committed
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
         """Starts from ``zero()`` each key that a message of the batch restarts
@@ -267,7 +279,8 @@ class KeyedTable:
                    values: np.ndarray, times: np.ndarray) -> None:
         """Adds rows of ``keys``, ``buckets``, ``values`` and ``times`` after the table's,
         and folds the rows after the first ``settled`` into one a (key, bucket), older rows
-        first; ``ids`` and ``codes`` are those of the table's rows and the new ones.
+        first; ``ids`` and ``codes`` are those of the rows after the first ``settled`` and
+        of the new ones (``_with``).
 
         The settled rows are committed rows, a key each, which no new row shares a
         bucket with (messages are never committed rows): they stay as they are, and
@@ -280,7 +293,7 @@ class KeyedTable:
         tail_keys, tail_buckets = np.concatenate([self.keys_at(tail), keys]), after_tail(self.buckets, buckets)
         tail_times = None if self.times is None else after_tail(self.times, times)
         tail_touched = None if self._touched is None else after_tail(self._touched, np.ones(len(keys), dtype=bool))
-        first, folded, newest, marked = self._fold(codes[tail], tail_buckets, after_tail(self.values, values),
+        first, folded, newest, marked = self._fold(codes, tail_buckets, after_tail(self.values, values),
                                                    tail_times, tail_touched)
 
         def settled_then(column: np.ndarray, folded_tail: np.ndarray) -> np.ndarray:
@@ -289,8 +302,8 @@ class KeyedTable:
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
         self._keys = self._keys.then(settled, tail_keys[:0], tail_keys[first])
-        self._ids = settled_then(ids, ids[tail][first])
-        self._codes = settled_then(codes, codes[tail][first])
+        self._ids = settled_then(self._ids, ids[first])
+        self._codes = settled_then(self._codes, codes[first])
         self.buckets, self.values = settled_then(self.buckets, tail_buckets[first]), settled_then(self.values, folded)
         self.times = None if self.times is None else settled_then(self.times, newest)
         self._touched = None if self._touched is None else settled_then(self._touched, marked)
@@ -330,8 +343,9 @@ class KeyedTable:
         """The key codes of ``rows`` alone, numbered by their first appearance there."""
         return first_appearance(self._key_codes()[rows], len(self))
 
-    def _with(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The ids and key codes of the rows followed by ``keys``: hashes only ``keys``.
+    def _with(self, keys: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and key codes of the rows from ``start`` on (those before it are not
+        copied), followed by those of ``keys``: hashes only ``keys``.
 
         Ids are never taken back, so where the table dropped most keys it met (expired,
         or in windows that closed), it hashes the keys it holds into a fresh set of ids
@@ -340,7 +354,8 @@ class KeyedTable:
             self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
         more = self._key_ids.of(keys)
-        return np.concatenate([ids, more]), np.concatenate([codes, codes_on(codes, ids, more, len(self._key_ids))])
+        more_codes = codes_on(codes, ids, more, len(self._key_ids))
+        return np.concatenate([ids[start:], more]), np.concatenate([codes[start:], more_codes])
 
     # -- reading -------------------------------------------------------------------
 
@@ -367,9 +382,9 @@ class KeyedTable:
         if self._touched is None:
             raise StateValueError("a table with a window keeps no touched keys: its results are its windows")
         codes, settled = self._key_codes(), self._committed_rows()
-        wanted_codes = distinct_below(codes[self._touched], len(codes))  # codes are below the number of rows
-        wanted = np.zeros(len(codes), dtype=bool)
-        wanted[wanted_codes] = True
+        wanted = np.zeros(len(codes), dtype=bool)  # by code: codes are below the number of rows
+        wanted[codes[self._touched]] = True
+        wanted_codes = np.flatnonzero(wanted)
         # Every row of a wanted key: its committed row (whose code is its row), then its
         # rows after the committed ones, in the table's order; so a key's rank among the
         # wanted codes numbers the picked rows by first appearance.
@@ -514,8 +529,7 @@ class KeyedTable:
         # only the changes' rows are folded.
         held = len(self)
         keys = np.concatenate([one.keys for one in changes])
-        ids, codes = self._with(keys)
-        codes = codes[held:]
+        ids, codes = self._with(keys, held)  # the changes' rows
         last = np.full(int(codes.max(initial=held - 1)) + 1, -1, dtype=np.intp)
         np.maximum.at(last, codes, np.arange(len(codes)))
         new = codes >= held  # new keys, whose codes go on from the held ones by first appearance
@@ -525,7 +539,7 @@ class KeyedTable:
         changed = np.flatnonzero(last[:held] >= 0)
         values[changed] = changed_values[last[changed]]
         self._keys = self._keys.then(held, keys[first_new], keys[:0])
-        self._ids = np.concatenate([ids[:held], ids[held:][first_new]])
+        self._ids = np.concatenate([self._ids, ids[first_new]])
         self._codes, self.values = np.arange(len(last), dtype=np.intp), values
         self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
         if self._touched is not None:
