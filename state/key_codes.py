@@ -175,6 +175,10 @@ class StringIds:
     def __len__(self) -> int:
         return self._count
 
+    def __reduce__(self):
+        """Pickled (and deep-copied) as its keys, the index built again from them."""
+        return _string_ids_of, (self.keys(),)
+
     def keys(self) -> np.ndarray:
         """The keys, by id."""
         return self._keys[:self._count]
@@ -235,6 +239,13 @@ class StringIds:
             self._keys = grown
         self._keys[self._count:count] = keys
         self._count = count
+
+
+def _string_ids_of(keys: np.ndarray) -> StringIds:
+    """The ids of ``keys`` (distinct), numbered in their order."""
+    ids = StringIds()
+    ids.of(keys)
+    return ids
 
 
 def _label(index: Int64HashTable, hashes: np.ndarray, count: int) -> np.ndarray:

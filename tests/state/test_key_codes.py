@@ -5,6 +5,9 @@ each key's id, strings in an index of their hashes (``StringIds``) as objects wo
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -116,6 +119,14 @@ def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects
     got = [ids.of(np.array(batch, dtype=object)).tolist() for batch in batches]
     assert (got, len(ids)) == object_ids(batches)
     assert ids.keys().tolist() == list(dict.fromkeys(key for batch in batches for key in batch))
+
+
+def test_string_ids_pickle_and_copy_as_the_ids_they_hold():
+    ids = StringIds()
+    ids.of(np.array(["b", "a", "b"], dtype=object))
+    for again in (pickle.loads(pickle.dumps(ids)), copy.deepcopy(ids)):
+        assert again.of(np.array(["a", "c", "b"], dtype=object)).tolist() == [1, 2, 0]
+    assert ids.of(np.array(["d"], dtype=object)).tolist() == [2]
 
 
 def test_a_new_key_of_a_held_keys_hash_takes_the_next_id(monkeypatch):
