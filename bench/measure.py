@@ -256,8 +256,9 @@ class MemorySampler:
     (``driver``: in local mode the JVM also runs the executors' JVM side), the JVM's
     RSS (``jvm_rss``: its heap as far as it is touched and the memory off the heap,
     RocksDB's among it), and the summed RSS of the Python worker processes under the
-    JVM (``workers``); and the CPU seconds used between entering and leaving, by kind
-    (``cpu_s``, ``cpu_used``)."""
+    JVM above theirs on entering (``workers``: Spark keeps its Python workers for the
+    session, and what they hold of an earlier run is not this one's); and the CPU
+    seconds used between entering and leaving, by kind (``cpu_s``, ``cpu_used``)."""
 
     def __init__(self, spark=None, interval_s: float = 0.2):
         import psutil
@@ -271,6 +272,7 @@ class MemorySampler:
         self.driver_mb = 0.0
         self.jvm_rss_mb = 0.0
         self.workers_mb = 0.0
+        self._workers_before_mb = 0.0
         self.cpu_s: dict[str, float] = {}
         self._cpu_before: CpuSnapshot | None = None
 
@@ -298,7 +300,7 @@ class MemorySampler:
         self.driver_mb = max(self.driver_mb, driver)
         jvm, workers = self._rss("java", "python")
         self.jvm_rss_mb = max(self.jvm_rss_mb, jvm / _MB)
-        self.workers_mb = max(self.workers_mb, workers / _MB)
+        self.workers_mb = max(self.workers_mb, workers / _MB - self._workers_before_mb)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -307,6 +309,7 @@ class MemorySampler:
     def __enter__(self) -> MemorySampler:
         if self._runtime is not None:
             self._runtime.gc()
+        self._workers_before_mb = self._rss("python")[0] / _MB
         self.sample()
         self._cpu_before = cpu_snapshot(self._me)
         self._thread = threading.Thread(target=self._loop, daemon=True)
