@@ -212,8 +212,7 @@ class StringIds:
     def _built(self) -> Int64HashTable:
         """The index, built again from the keys if an update of it failed."""
         if self._index is None:
-            fresh = StringIds()
-            fresh.of(self.keys())  # distinct: they take their ids again, in order
+            fresh = _string_ids_of(self.keys())
             self._index, self._apart = fresh._index, fresh._apart
         return self._index
 
@@ -227,7 +226,8 @@ class StringIds:
             # A new key of a held key's hash, or two new keys of one hash: by key.
             self._index, codes = None, pd.factorize(keys)[0]
             first = first_rows(codes)
-            _index_apart(self._built(), self._apart, keys[first], hashes[first], count)
+            index = self._built()  # the held keys' index, and the dict apart it goes with
+            _index_apart(index, self._apart, keys[first], hashes[first], count)
         self._append(keys[first])
         return count + codes
 
@@ -243,7 +243,8 @@ class StringIds:
 
 
 def _string_ids_of(keys: np.ndarray) -> StringIds:
-    """The ids of ``keys`` (distinct), numbered in their order."""
+    """The ids of ``keys`` (distinct), numbered in their order: how held keys take
+    their ids again (unpickled, or an index built again)."""
     ids = StringIds()
     ids.of(keys)
     return ids
