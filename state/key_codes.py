@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 from pandas._libs import lib
 from pandas._libs.hashtable import Int64HashTable, Int64Vector, ObjectFactorizer
-from pandas.util import hash_array
 
 __all__ = ["factorize_keys", "first_rows", "distinct_below", "first_appearance", "pair_codes", "codes_on", "KeyIds", "StringIds",
            "GROUPS_ONE_BY_ONE"]
@@ -125,10 +124,7 @@ class KeyIds:
         keys = np.asarray(keys).astype(object, copy=False)
         if self._strings is not None:
             if not len(keys) or lib.is_string_array(keys, skipna=False):
-                try:
-                    return self._strings.of(keys)
-                except UnicodeEncodeError:  # a string UTF-8 cannot encode (a lone surrogate)
-                    pass
+                return self._strings.of(keys)
             self._factorizer = ObjectFactorizer(max(1024, len(self._strings)))
             self._factorizer.factorize(self._strings.keys())
             self._strings = None
@@ -149,8 +145,8 @@ class KeyIds:
 
 class StringIds:
     """Ids of strings, as ``KeyIds`` gives them, from a hash table (pandas'
-    ``Int64HashTable``, in C) of their 64-bit hashes (pandas' ``hash_array`` of their
-    UTF-8 bytes) to their ids, and the keys by id.
+    ``Int64HashTable``, in C) of their 64-bit hashes (``_hashes``) to their ids, and the
+    keys by id.
 
     A batch's keys are hashed, their hashes looked up in one pass of C, and each key
     found is compared with the key its id holds: a lookup costs about a comparison of two
@@ -187,7 +183,7 @@ class StringIds:
     def of(self, keys: np.ndarray) -> np.ndarray:
         """The ids of ``keys`` (strings), giving new keys the next ones by first
         appearance."""
-        hashes = hash_array(keys, categorize=False).view(np.int64)
+        hashes = _hashes(keys)
         ids = self._find(keys, hashes)
         missing = np.flatnonzero(ids < 0)
         if len(missing):
@@ -240,6 +236,15 @@ class StringIds:
             self._keys = grown
         self._keys[self._count:count] = keys
         self._count = count
+
+
+def _hashes(keys: np.ndarray) -> np.ndarray:
+    """Python's hash of each of ``keys`` (strings): SipHash of its characters, about
+    twice as fast as pandas' ``hash_array`` of their UTF-8 bytes (0.31 against 0.58 s for
+    5,700,000 keys) and defined for any string, a lone surrogate too. Its seed may differ
+    from process to process: an index of them stays in its process (``StringIds``
+    pickles as its keys)."""
+    return np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))
 
 
 def _string_ids_of(keys: np.ndarray) -> StringIds:

@@ -92,8 +92,8 @@ def object_ids(batches: list[list]) -> tuple[list[list[int]], int]:
     return ids, factorizer.get_count()
 
 
-#: Keys of a few letters, so that batches meet keys again; now and then one that is not a
-#: string, or one UTF-8 cannot encode (a lone surrogate), after which the keys are objects.
+#: Keys of a few letters, so that batches meet keys again; now and then one UTF-8 cannot
+#: encode (a lone surrogate), or one that is not a string, after which the keys are objects.
 KEY = st.one_of(st.text("abcdé", max_size=3), st.text("abcdé", min_size=4, max_size=12),
                 st.sampled_from([None, float("nan"), 3, 3.0, "\ud800", b"ab"]))
 
@@ -111,8 +111,8 @@ def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects
     # Weak hashes: every key of a length has one; the index tells them apart by their
     # keys, new keys of a held key's hash (one first) and of one hash (many first).
     if weak:
-        monkeypatch.setattr(state.key_codes, "hash_array",
-                            lambda keys, categorize: np.array([len(key) for key in keys], dtype=np.uint64) << 40)
+        monkeypatch.setattr(state.key_codes, "_hashes",
+                            lambda keys: np.array([len(key) for key in keys], dtype=np.int64) << 40)
     rng = np.random.default_rng(7)
     batches = [[f"k{key}" for key in rng.integers(0, 5000 if not weak else 300, size)] for size in sizes]
     ids = StringIds()
@@ -130,7 +130,7 @@ def test_string_ids_pickle_and_copy_as_the_ids_they_hold():
 
 
 def test_a_new_key_of_a_held_keys_hash_takes_the_next_id(monkeypatch):
-    monkeypatch.setattr(state.key_codes, "hash_array", lambda keys, categorize: np.full(len(keys), 7, dtype=np.uint64))
+    monkeypatch.setattr(state.key_codes, "_hashes", lambda keys: np.full(len(keys), 7, dtype=np.int64))
     ids = StringIds()
     assert [ids.of(np.array(batch, dtype=object)).tolist() for batch in (["a"], ["b"], ["b", "a", "c"])] == [
         [0], [1], [1, 0, 2]]
