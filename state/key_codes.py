@@ -187,8 +187,9 @@ class StringIds:
         ids = self._find(keys, hashes)
         missing = np.flatnonzero(ids < 0)
         if len(missing):
+            new = slice(None) if len(missing) == len(keys) else missing  # all: no copy (a decoded table's keys)
             try:
-                ids[missing] = self._add(keys[missing], hashes[missing])
+                ids[new] = self._add(keys[new], hashes[new])
             except BaseException:
                 self._index = None  # it may hold ids of keys not added
                 raise
@@ -216,6 +217,8 @@ class StringIds:
         """Gives ``keys``, none held (a key may come more than once), the next ids by
         first appearance, and returns them."""
         count = self._count
+        if not count:  # an index sized for them, indexed without growing
+            self._index, self._apart = Int64HashTable(len(hashes)), {}
         codes = _label(self._built(), hashes, count) - count
         first = first_rows(codes)
         if codes.min(initial=0) < 0 or not _one_key_a_code(keys, codes, first):
@@ -224,7 +227,7 @@ class StringIds:
             first = first_rows(codes)
             index = self._built()  # the held keys' index, and the dict apart it goes with
             _index_apart(index, self._apart, keys[first], hashes[first], count)
-        self._append(keys[first])
+        self._append(keys if len(first) == len(keys) else keys[first])  # each key once: no copy
         return count + codes
 
     def _append(self, keys: np.ndarray) -> None:

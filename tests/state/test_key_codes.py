@@ -159,3 +159,20 @@ def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(failing
     monkeypatch.undo()
     assert len(ids) == 300 and ids.of(held).tolist() == list(range(300))
     assert ids.of(new[::-1]).tolist() == list(range(300, 300 + len(new)))
+
+
+def test_string_ids_that_failed_holding_their_first_keys_take_new_keys_afresh(monkeypatch):
+    # One hash for all: the first keys are told apart by key, then not held; the keys
+    # after them are indexed afresh, the failed ones forgotten.
+    monkeypatch.setattr(state.key_codes, "_hashes", lambda keys: np.full(len(keys), 7, dtype=np.int64))
+    ids = StringIds()
+
+    def fail(*_):
+        raise MemoryError
+
+    with monkeypatch.context() as failing:
+        failing.setattr(StringIds, "_append", fail)
+        with pytest.raises(MemoryError):
+            ids.of(np.array(["a", "b"], dtype=object))
+    assert [ids.of(np.array([key], dtype=object)).tolist() for key in "cbe"] == [[0], [1], [2]]
+    assert ids.keys().tolist() == ["c", "b", "e"]
