@@ -213,6 +213,7 @@ class Commit:
             spark_half=self.job_watermark,
             keys={task_name(r.grp): r.keys for r in reports},
             worker_peak_bytes=max((r.worker_peak_bytes for r in reports), default=None),
+            decoded_groups=sum(r.decoded for r in reports),
         )
         self.directory.record_progress(progress)
         self.befores.clear()

@@ -182,6 +182,9 @@ class KeyGroup:
         self.table = spec.build(interval_ms, checkpoint_ms=floor_ms) if table is None else table
         #: The durable checkpoint the table's rows before its last checkpoint come from, if known.
         self.base: Base | None = None
+        #: Whether the table was decoded, from the group's state in Spark or its checkpoint
+        #: (``decode``, ``recover``), rather than new or the one this process handed Spark last.
+        self.decoded = False
 
     # -- construction --------------------------------------------------------------
 
@@ -200,6 +203,7 @@ class KeyGroup:
         group = cls(task, interval_ms, checkpoint.time_ms)
         group.table = group.spec.restore(interval_ms, chain, what=CHECKPOINT)
         group.checkpointed(Base(checkpoint.time_ms, checkpoint.crc))
+        group.decoded = True
         return group
 
     @classmethod
@@ -223,6 +227,7 @@ class KeyGroup:
         if handed is not None:
             group.table, group.base = handed
             return group
+        group.decoded = True
         base, table = decode_state(data)
         if base is None:
             group.table = group.spec.build(interval_ms, table, what=STATE)

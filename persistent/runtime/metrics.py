@@ -82,6 +82,8 @@ GAUGES: tuple[tuple[str, str, Figure], ...] = (
      lambda p: sum(p.keys.values()) if p.keys else None),
     ("persistent_batch_worker_peak_bytes", "The largest peak resident memory of the Python workers that ran the "
      "last micro-batch's key groups.", lambda p: p.worker_peak_bytes),
+    ("persistent_batch_groups_decoded", "Key groups of the last micro-batch that decoded their table from their "
+     "state or checkpoint, not going on from the one their Python worker held.", lambda p: p.decoded_groups),
     ("persistent_watermark_seconds", "The watermark after the last micro-batch: event time, seconds since the "
      "epoch.", lambda p: _seconds(p.watermark_ms)),
     ("persistent_clock_seconds", "The global minimum checkpoint clock: event time, seconds since the epoch.",

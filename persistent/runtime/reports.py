@@ -63,6 +63,9 @@ class GroupReport:
     keys: int = 0
     #: The peak resident memory of the Python worker that ran the group, so far (bytes).
     worker_peak_bytes: int = 0
+    #: Whether the group decoded its table (``KeyGroup.decoded``): restored, or served
+    #: by another Python worker than the one that served its last micro-batch.
+    decoded: bool = False
 
 
 class Reports:

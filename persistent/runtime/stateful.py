@@ -131,7 +131,7 @@ class GroupFunction:
             checkpoint_crc=written.crc, whole_ms=group.table.whole_ms if checkpoint else None,
             checkpoint_seconds=writing_s, folded=rows.folded,
             partials=rows.partial_count, next_watermark_ms=next_ms,
-            keys=len(group.table), worker_peak_bytes=peak_resident_bytes(),
+            keys=len(group.table), worker_peak_bytes=peak_resident_bytes(), decoded=group.decoded,
         )})
         dead_letters = applied.bad + applied.late_output
         if len(results) or dead_letters:

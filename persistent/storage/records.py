@@ -240,6 +240,10 @@ class BatchProgress(Record):
     #: The peak resident memory of the Python workers that ran the key groups, the
     #: largest (bytes); None in older records.
     worker_peak_bytes: int | None = None
+    #: Key groups that decoded their table from their state or checkpoint, not going on
+    #: from the table their Python worker handed Spark last: every group of a restart,
+    #: then those another worker served last; None in older records.
+    decoded_groups: int | None = None
 
     @property
     def clock_lag_ms(self) -> int | None:

@@ -15,6 +15,7 @@ from persistent.core.badrecords import BadRecord, BadRecordError, BadRecords
 from persistent.storage.faults import CrashPoint
 from persistent.examples.count import VectorizedCount
 from persistent.runtime import commit as commit_module
+from persistent.runtime import kept
 from persistent.runtime.commit import Commit
 from persistent.runtime.delivery import Delivery
 from persistent.runtime.recovery import Recovery, RecoveryPath
@@ -441,6 +442,17 @@ def test_retention_keeps_the_chain_of_every_clock_a_rewind_may_choose(tmp_path):
         store = directory.store(grp)
         assert store.read(store.times()[0]).base is None
         assert [s.time_ms for s in store.recover(1400)] == [t for t in store.times() if t <= 1400]
+
+
+def test_a_batch_counts_the_key_groups_that_decoded_their_table(tmp_path, monkeypatch):
+    writer = JobWriter(str(tmp_path / "job"), VectorizedCount())
+    messages = [(f"k{i}", 50 + i, 1) for i in range(12)]  # every one of the three groups
+    assert {writer.group_of(key) for key, _, _ in messages} == {0, 1, 2}
+    assert writer.batch(messages).decoded_groups == 0  # new
+    assert writer.batch(messages).decoded_groups == 0  # each goes on from the table it handed
+    monkeypatch.setattr(kept, "_KEPT", {})  # another Python worker, which keeps nothing
+    assert writer.batch(messages).decoded_groups == 3
+    assert [p.decoded_groups for p in writer.directory.read_progress(3)] == [0, 0, 3]
 
 
 def _offset_log_entry(directory: JobDirectory, batch_id: int, spark_watermark_ms: int) -> None:

@@ -31,6 +31,7 @@ def metrics(free_port):
 def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batches_published(metrics, counting_job):
     served, port = metrics
     progress = counting_job.directory.read_progress(4)  # what persistent status shows
+    progress[-1] = dataclasses.replace(progress[-1], decoded_groups=2)  # as if served by other workers
     for batch in progress:
         served.publish(batch)
     figures, last = scrape(port, "count"), progress[-1]
@@ -45,6 +46,7 @@ def test_the_endpoint_serves_the_last_batchs_figures_and_the_totals_of_the_batch
     assert figures["persistent_batch_checkpoint_seconds"] == last.checkpoint_seconds == 0.06
     assert figures["persistent_batch_state_keys"] == sum(last.keys.values()) > 0
     assert figures["persistent_batch_worker_peak_bytes"] == last.worker_peak_bytes > 0
+    assert figures["persistent_batch_groups_decoded"] == last.decoded_groups == 2
     assert figures["persistent_watermark_seconds"] == 0.409
     assert figures["persistent_clock_seconds"] == 0.4
     assert figures["persistent_clock_lag_seconds"] == pytest.approx(0.009)

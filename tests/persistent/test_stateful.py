@@ -107,9 +107,10 @@ def test_a_groups_state_in_spark_follows_the_checkpoint_it_wrote_and_decodes_fro
     state.watermark_ms = 160
     (out,) = run_group((0,), iter([rows(["k0", "k1"], 170)]), state)  # the worker goes on from its table
     assert dict(zip(out["key"][0], out["value"][0])) == {"k0": 3, "k1": 2} and reads == []
+    assert not reports.value[0].decoded
     monkeypatch.setattr(kept, "_KEPT", {})  # another Python worker, which keeps nothing
     (out,) = run_group((0,), iter([rows(["k0"], 172)]), state)
-    assert totals(out) == {"k0": 4}
+    assert totals(out) == {"k0": 4} and reports.value[0].decoded
     assert [args[:2] for args in reads] == [(0, 100)]
     (tmp_path / "job" / "checkpoints" / "group-00000").joinpath(written.path(100).rsplit("/", 1)[1]).unlink()
     state.watermark_ms = 175
