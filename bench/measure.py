@@ -66,6 +66,10 @@ class RunResult:
     runs: list[dict] = field(default_factory=list)
     #: The lowest, median and highest of the per-run ratios behind ``ratio`` (``ratio_spread``).
     ratio_spread: tuple[float, float, float] | None = None
+    #: Key groups of this project's job that decoded their table, over its micro-batches
+    #: (``BatchProgress.decoded_groups``: a Python worker took over a group another one
+    #: served last); None for native runs and in older results.
+    decoded_groups: int | None = None
     note: str = ""
 
     def to_json(self) -> dict:
@@ -109,6 +113,8 @@ def pool(results: list[RunResult]) -> RunResult:
                     "wall_s": round(r.wall_s, 1), "cpu_s": r.cpu_s} for r in results]
     each = ", ".join(f"{r.rows_per_s:,.0f}" for r in results)
     pooled.note = f"{len(results)} runs pooled ({each} rows/s)"
+    decoded = [r.decoded_groups for r in results]
+    pooled.decoded_groups = None if None in decoded else sum(decoded)
     return _rates(pooled, [b for r in results for b in _measured(r.batches)])
 
 

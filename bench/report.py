@@ -240,7 +240,8 @@ def _scale(runs: list[RunResult]) -> str:
     """The case whose state grows: each run's rate, batch times, memory and bytes on disk,
     by key."""
     return _markdown([["implementation", "keys", "rows/s", "median batch ms", "p99 batch ms", "driver MB",
-                       "JVM RSS MB", "workers MB", "memory B/key", "disk B/key", "ckpt KB/batch", "vs"]]
+                       "JVM RSS MB", "workers MB", "memory B/key", "disk B/key", "ckpt KB/batch", "groups decoded",
+                       "vs"]]
                      + [[_name(r, each_run=False), f"{r.keys:,}", _cell(r.rows_per_s, ",.0f"),
                          _cell(r.median_batch_ms, ",.0f"), _cell(r.p99_batch_ms, ",.0f"),
                          _cell(r.peak_driver_mb, ",.0f"), _cell(r.peak_jvm_rss_mb, ",.0f"),
@@ -249,7 +250,7 @@ def _scale(runs: list[RunResult]) -> str:
                          _cell(sum(r.checkpoint_bytes.values()) / r.keys if r.checkpoint_bytes else None, ",.0f"),
                          _cell(None if r.checkpoint_bytes_per_batch is None else r.checkpoint_bytes_per_batch / 1024,
                                ",.0f"),
-                         _vs(r)] for r in runs])
+                         _cell(r.decoded_groups, ","), _vs(r)] for r in runs])
 
 
 def _targets(targets: list[dict]) -> str:

@@ -20,6 +20,7 @@ from persistent import Job, MonoidTask, PersistentTask
 from persistent.runtime.planner import Plan
 from persistent.sinks.base import Sink
 from persistent.storage.filesystems import JobStorage
+from persistent.storage.records import BatchProgress
 from state import NonWindowState, Window, WindowState
 
 __all__ = ["SparkRuns", "run_directory", "delete_spark_checkpoint", "WINDOW_STEP_MS", "WINDOW_SIZE_MS",
@@ -257,13 +258,15 @@ class SparkRuns:
         """Runs ``job``; without ``checkpoints``, its key groups take none and no clock
         is kept (``Plan``): what checkpoints cost is the difference."""
         result = RunResult(name, dataset.distribution, dataset.keys, dataset.batch_rows)
-        written: list[int] = []
-        job = replace(job, on_progress=lambda progress: written.append(progress.checkpoint_bytes))
+        progresses: list[BatchProgress] = []
+        job = replace(job, on_progress=progresses.append)
         with MemorySampler(self.spark) as memory:
             started = time.monotonic()
             running = Plan.of(job, checkpoints).run(self.spark)
             result.wall_s = time.monotonic() - started
-        return self._finish(result, batches_of(running.query), memory, job.checkpoint_dir, sum(written))
+        result.decoded_groups = sum(p.decoded_groups for p in progresses)
+        return self._finish(result, batches_of(running.query), memory, job.checkpoint_dir,
+                            sum(p.checkpoint_bytes for p in progresses))
 
     def warm_up(self, dataset: Dataset, files: int = 4) -> None:
         """Runs the vectorized job over the first ``files`` files, unrecorded. The first

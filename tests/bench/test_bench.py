@@ -147,6 +147,9 @@ def test_pooled_runs_add_their_wall_and_cpu_seconds_and_the_cpu_table_shows_them
     assert [run["cpu_s"]["jit"] for run in pooled.runs] == [1.5, 0.25]
     assert [run["wall_s"] for run in pooled.runs] == [3.0, 2.0]
     assert [run["rows_per_s"] for run in pooled.runs] == [1000, 1000]
+    assert pooled.decoded_groups is None  # runs that are not this project's jobs
+    decoding = [dataclasses.replace(run, decoded_groups=n) for run, n in zip(runs, (3, 5))]
+    assert pool(decoding).decoded_groups == 8
     lines = cpu_table([pooled, RunResult("bytewax", "uniform", 1_000, 10)]).splitlines()
     assert len(lines) == 3  # the header, its rule, one row: a run without CPU seconds has none
     assert "native" in lines[2] and "5.0" in lines[2] and "1.8" in lines[2] and "4.0" in lines[2]
