@@ -217,8 +217,6 @@ class StringIds:
         """Gives ``keys``, none held (a key may come more than once), the next ids by
         first appearance, and returns them."""
         count = self._count
-        if not count:  # an index sized for them, indexed without growing
-            self._index, self._apart = Int64HashTable(len(hashes)), {}
         codes = _label(self._built(), hashes, count) - count
         first = first_rows(codes)
         if codes.min(initial=0) < 0 or not _one_key_a_code(keys, codes, first):
