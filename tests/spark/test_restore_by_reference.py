@@ -165,4 +165,4 @@ def test_the_driver_collects_numbers_per_key_group_never_state(spark, tmp_path):
     frame = plan._stateful(plan._messages(spark, recovery.floor_ms), recovery, storage.directory(), storage, reports)
     assert frame.schema.names == ["key", "window_start", "window_end", "value", "dead_letters"]
     assert not any(isinstance(f.dataType, BinaryType) for f in frame.schema)
-    assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None"}
+    assert {f.type for f in fields(GroupReport)} == {"int", "float", "int | None", "bool"}
