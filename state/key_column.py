@@ -9,28 +9,21 @@ in memory, which is most of a batch's time in a table of millions of keys. The c
 holds them as its *head*, the first rows of an array with room to spare, and the other
 rows as its *tail*, an array of their own.
 
-Tables share heads (``KeyedTable.copy`` is a snapshot). An array's room is written
-only past the rows any head of it has held (the array's ``used``): a head that ends
-there grows into the room; one that ends before (a snapshot, or a table whose copy
-grew first) is copied into a new array. So no column is ever changed where a table
-can see it, and the usual table grows its keys in place, in the time of its new keys.
+Tables share heads (``KeyedTable.copy`` is a snapshot). An array's room
+(``state.rooms.Room``) is written only past the rows any head of it has held (its
+``used``): a head that ends there grows into the room; one that ends before (a
+snapshot, or a table whose copy grew first) is copied into a new array. So no column
+is ever changed where a table can see it, and the usual table grows its keys in
+place, in the time of its new keys.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from state.rooms import Room
+
 __all__ = ["KeyColumn"]
-
-
-class _Room:
-    """An array of keys that heads share, and how many of its first elements have been
-    written (``used``): the rest is room to grow into."""
-
-    __slots__ = ("array", "used")
-
-    def __init__(self, array: np.ndarray, used: int) -> None:
-        self.array, self.used = array, used
 
 
 class KeyColumn:
@@ -43,7 +36,7 @@ class KeyColumn:
 
     def __init__(self, keys: np.ndarray) -> None:
         """The column of ``keys`` (an object array, not copied), all in its head."""
-        self._room, self._n, self._tail = _Room(keys, len(keys)), len(keys), self._NONE
+        self._room, self._n, self._tail = Room(keys, len(keys)), len(keys), self._NONE
 
     def __len__(self) -> int:
         return self._n + len(self._tail)
@@ -96,15 +89,9 @@ class KeyColumn:
         column._tail = tail
         return column
 
-    def _grown(self, n: int, more: np.ndarray) -> tuple[_Room, int]:
+    def _grown(self, n: int, more: np.ndarray) -> tuple[Room, int]:
         """The room and length of the first ``n`` keys of the head followed by ``more``."""
-        room, end = self._room, n + len(more)
         if not len(more):
-            return room, n
-        if room.used == n and end <= len(room.array):
-            room.array[n:end] = more
-            room.used = end
-            return room, end
-        array = np.empty(end + end // 2, dtype=object)
-        array[:n], array[n:end] = room.array[:n], more
-        return _Room(array, end), end
+            return self._room, n
+        room, _ = self._room.then(self._room.array, n, more)
+        return room, n + len(more)

@@ -42,11 +42,13 @@ monoid, window, checkpoint interval and ``ttl_ms``; ``recover`` reads a checkpoi
 back into the table, and ``state.tables`` decodes bytes into a new table of the kind
 they need (this module does not know the kinds built on ``KeyedTable``).
 
-Every operation replaces the columns with new arrays and never writes into them, so
-``copy`` is a snapshot in constant time: a batch can be applied and undone. The keys
-are the one exception, and no table can tell: the committed rows' keys grow in place,
-into room of their array that no table holds (``state.key_column``), so that a batch
-does not copy the keys of millions of rows.
+No operation writes into a row that a copy of the table holds, so ``copy`` is a
+snapshot in constant time: a batch can be applied and undone. Columns grow in place
+all the same: a batch leaves the committed rows where they are and writes the rows
+after them into room at the end of each column's array, which no copy holds
+(``state.rooms``; the keys' head, ``state.key_column``), so that it copies no column
+of millions of rows, but for the values, where a checkpoint changes committed rows
+that the snapshot of the batch before holds.
 
 Hashing the keys is most of a batch's cost, so the table hashes only the keys a batch
 brings: each key gets an id when first met (``state.key_codes.KeyIds``, shared by a
@@ -55,7 +57,7 @@ rows' ids (``_ids``) and their key codes, the ids numbered by first appearance
 (``_codes``, one per row). An update, a roll forward or rows followed look up the ids of
 their new keys only. Folding rows, reading totals, sealing and expiring work on the
 codes; an operation that drops or reorders rows renumbers them as integers, without
-hashing. Ids and codes follow the rule of the columns: replaced, never written into.
+hashing. Ids and codes follow the rule of the columns.
 Without a window the table also marks the rows that updates folded messages into
 (``_touched``), so the totals of the keys a batch touched (``take_touched_totals``) need
 no key hashed either. Neither is encoded: decoded bytes start without ids or codes
@@ -77,6 +79,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, distinct_below, first_appearance, first_rows, pair_codes
 from state.key_column import KeyColumn
+from state.rooms import Rooms
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
 
@@ -137,6 +140,8 @@ class KeyedTable:
         #: Without a window, whether an update folded a message into each row since the
         #: last ``take_touched_totals``.
         self._touched = None if window is not None else np.empty(0, dtype=bool)
+        #: The rooms the columns grow into (``state.rooms``), by the columns' names.
+        self._rooms = Rooms()
         #: Time of the last checkpoint taken or recovered (0: none yet).
         self.checkpoint_ms = 0
         #: The chain of the last checkpoint (``checkpoint_changes``): the time of the whole
@@ -175,8 +180,11 @@ class KeyedTable:
         self._buckets, self._committed = buckets, None
 
     def copy(self) -> KeyedTable:
-        """A snapshot: shares the columns, which no operation writes into."""
-        return copy.copy(self)
+        """A snapshot: shares the columns, which no operation writes into where a copy
+        holds them (``state.rooms``)."""
+        table = copy.copy(self)
+        table._rooms = self._rooms.copied(len(self))
+        return table
 
     @property
     def sealed_ms(self) -> int:
@@ -296,17 +304,20 @@ class KeyedTable:
         first, folded, newest, marked = self._fold(codes, tail_buckets, after_tail(self.values, values),
                                                    tail_times, tail_touched)
 
-        def settled_then(column: np.ndarray, folded_tail: np.ndarray) -> np.ndarray:
-            return join_columns([column[:settled], folded_tail])
-
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
         self._keys = self._keys.then(settled, tail_keys[:0], tail_keys[first])
-        self._ids = settled_then(self._ids, ids[first])
-        self._codes = settled_then(self._codes, codes[first])
-        self.buckets, self.values = settled_then(self.buckets, tail_buckets[first]), settled_then(self.values, folded)
-        self.times = None if self.times is None else settled_then(self.times, newest)
-        self._touched = None if self._touched is None else settled_then(self._touched, marked)
+        self._ids, self._codes = self._then("_ids", settled, ids[first]), self._then("_codes", settled, codes[first])
+        self.buckets = self._then("buckets", settled, tail_buckets[first])
+        self.values = self._then("values", settled, folded)
+        self.times, self._touched = self._then("times", settled, newest), self._then("_touched", settled, marked)
+
+    def _then(self, name: str, n: int, more: np.ndarray | None, low: int | None = None) -> np.ndarray | None:
+        """Column ``name``'s first ``n`` rows followed by ``more``, grown in place where no
+        copy of the table holds its rows from ``low`` (default ``n``) on, which the caller
+        may then write (``state.rooms``). None for a column the table does not keep."""
+        column = getattr(self, name)
+        return None if column is None else self._rooms.then(name, column, n, more, low)
 
     def _fold(self, codes: np.ndarray, buckets: np.ndarray, values: np.ndarray, times: np.ndarray | None,
               touched: np.ndarray | None) -> tuple:
@@ -535,13 +546,14 @@ class KeyedTable:
         new = codes >= held  # new keys, whose codes go on from the held ones by first appearance
         first_new = np.flatnonzero(new)[first_rows(codes[new] - held)]
         changed_values = join_columns([one.values for one in changes])
-        values = join_columns([self.values, changed_values[last[held:]]])
         changed = np.flatnonzero(last[:held] >= 0)
+        # The held rows are committed rows, of codes 0 to held - 1, none touched.
+        values = self._then("values", held, changed_values[last[held:]], int(changed.min(initial=held)))
         values[changed] = changed_values[last[changed]]
         self._keys = self._keys.then(held, keys[first_new], keys[:0])
-        self._ids = np.concatenate([self._ids, ids[first_new]])
-        self._codes, self.values = np.arange(len(last), dtype=np.intp), values
-        self.buckets = np.full(len(last), COMMITTED, dtype=np.int64)
+        self._ids, self.values = self._then("_ids", held, ids[first_new]), values
+        self._codes = self._then("_codes", held, np.arange(held, len(last), dtype=np.intp))
+        self.buckets = self._then("buckets", held, np.full(len(last) - held, COMMITTED, dtype=np.int64))
         if self._touched is not None:
             self._touched = np.zeros(len(self), dtype=bool)
         newest = changes[-1]
@@ -611,29 +623,30 @@ class KeyedTable:
         committed = row_buckets[first[n:]] == COMMITTED
         order = n + np.concatenate([np.flatnonzero(committed), np.flatnonzero(~committed)])
 
-        def joined_into(column: np.ndarray, column_folded: np.ndarray) -> np.ndarray:
-            joined_column = join_columns([column[:settled], column_folded[order]])
+        low = int(joined.min()) if n else settled
+
+        def joined_into(name: str, column_folded: np.ndarray | None) -> np.ndarray | None:
+            if column_folded is None:
+                return None
+            joined_column = self._then(name, settled, column_folded[order], low)
             joined_column[joined] = column_folded[:n]
             return joined_column
 
-        self.values = joined_into(self.values, folded)
-        if self.times is not None:
-            self.times = joined_into(self.times, newest)
-        if self._touched is not None:
-            self._touched = joined_into(self._touched, marked)
+        self.values, self.times, self._touched = (joined_into(name, column) for name, column in
+                                                  (("values", folded), ("times", newest), ("_touched", marked)))
         moved = rows[first[order]]
         # The committed rows of new keys grow the column's head (``state.key_column``).
         moved_keys, new_committed = self.keys_at(moved), int(committed.sum())
         self._keys = self._keys.then(settled, moved_keys[:new_committed], moved_keys[new_committed:])
-        self._ids = np.concatenate([ids[:settled], ids[moved]])
-        self.buckets = np.concatenate([self.buckets[:settled], row_buckets[first[order]]])
+        self._ids = self._then("_ids", settled, ids[moved])
+        self.buckets = self._then("buckets", settled, row_buckets[first[order]])
         # Keys of the tail that no settled row holds are numbered again, by their first
         # appearance in the new order.
         moved_codes = codes[moved]
         new = moved_codes >= settled
         moved_codes[new] = settled + first_appearance(moved_codes[new] - settled,
                                                       int(moved_codes.max(initial=settled)) + 1 - settled)
-        self._codes = np.concatenate([codes[:settled], moved_codes])
+        self._codes = self._then("_codes", settled, moved_codes)
 
     def _keep(self, rows: np.ndarray | slice) -> None:
         """Keeps ``rows`` (a mask, indices, or the first rows: a slice from 0), in their
@@ -674,14 +687,13 @@ class KeyedTable:
 
     def _append(self, other: KeyedTable) -> None:
         """Adds ``other``'s rows after this table's, none of them touched."""
-        self._ids, self._codes = self._with(other.keys)
-        self._keys = self._keys.then(len(self), other.keys[:0], other.keys)
-        self.buckets = np.concatenate([self.buckets, other.buckets])
-        self.values = join_columns([self.values, other.values])
-        if self.times is not None:
-            self.times = np.concatenate([self.times, other.times])
-        if self._touched is not None:
-            self._touched = np.concatenate([self._touched, np.zeros(len(other.keys), dtype=bool)])
+        n = len(self)
+        ids, codes = self._with(other.keys, n)
+        self._ids, self._codes = self._then("_ids", n, ids), self._then("_codes", n, codes)
+        self._keys = self._keys.then(n, other.keys[:0], other.keys)
+        self.buckets, self.values = self._then("buckets", n, other.buckets), self._then("values", n, other.values)
+        self.times = self._then("times", n, other.times)
+        self._touched = self._then("_touched", n, np.zeros(len(other.keys), dtype=bool))
 
     # -- following a checkpoint ----------------------------------------------------
 
