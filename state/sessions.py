@@ -49,9 +49,9 @@ class SessionTable(KeyedTable):
         self.gap_ms = window.gap_ms
         self.times = np.empty(0, dtype=np.int64)
 
-    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray, touched: bool) -> np.ndarray | None:
         """Adds each message as a segment of its own, then joins the segments of one key
-        and one checkpoint interval that chain. Returns the keys touched."""
+        and one checkpoint interval that chain. Returns the keys touched, if ``touched``."""
         table_rows = len(self.keys)
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
@@ -64,7 +64,7 @@ class SessionTable(KeyedTable):
         # The segments are sorted by key code first, so their codes, rising, are numbered
         # by first appearance.
         self._ids, self._codes = ids[order][first], key_codes[order][first]
-        return self._distinct_keys(keys, key_codes, table_rows)
+        return self._distinct_keys(keys, key_codes, table_rows) if touched else None
 
     def sessions(self) -> tuple[WindowResults, np.ndarray]:
         """Every session of the table, by key and start, and the index of each row's session."""

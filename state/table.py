@@ -193,9 +193,13 @@ class KeyedTable:
 
     # -- updates -------------------------------------------------------------------
 
-    def update(self, keys: np.ndarray, timestamps_ms: np.ndarray, values: np.ndarray) -> np.ndarray:
+    def update(self, keys: np.ndarray, timestamps_ms: np.ndarray, values: np.ndarray,
+               touched: bool = True) -> np.ndarray | None:
         """Applies messages given as aligned arrays; returns the keys touched, once each
-        in order of appearance, as the table holds them (None and NaN are one key).
+        in order of appearance, as the table holds them (None and NaN are one key), or
+        with ``touched=False`` None: without a window the table marks them all the same,
+        for ``take_touched_totals``, and taking a batch's keys out of a table of
+        millions costs a random read of each.
 
         ``values`` are monoid values (a column or any sequence ``monoid.column``
         accepts). A bad value raises before anything is applied. Late messages are
@@ -225,24 +229,24 @@ class KeyedTable:
         if self.ttl_ms is not None and len(keys):
             fresh = self._restart(keys, timestamps_ms)
             keys, timestamps_ms, column = keys[fresh], timestamps_ms[fresh], column[fresh]
-        touched = self._add(keys, timestamps_ms, column) if len(keys) else np.empty(0, dtype=object)
+        taken = self._add(keys, timestamps_ms, column, touched) if len(keys) else np.empty(0, dtype=object)
         self.late_count += late
-        return touched
+        return taken if touched else None
 
-    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray) -> np.ndarray:
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray, touched: bool) -> np.ndarray | None:
         """Folds messages that are not late (at least one) into the table (``_fold_tail``).
-        Returns the keys touched."""
+        Returns the keys touched, if ``touched``."""
         table_rows, settled = len(self), self._committed_rows()
         ids, codes = self._with(keys, settled)
         self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
                         timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
-        touched = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows - settled:]), settled))
+        taken = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows - settled:]), settled)) if touched else None
         if not self.monoid.commutative:
             # Folding a key's buckets in time order is what a non-commutative monoid needs;
             # the settled rows are committed ones, the oldest.
             in_time_order = np.argsort(self.buckets[settled:], kind="stable")
             self._keep(np.concatenate([np.arange(settled), settled + in_time_order]))
-        return touched
+        return taken
 
     def _committed_rows(self) -> int:
         """How many rows the table starts with that are committed rows (bucket

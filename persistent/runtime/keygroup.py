@@ -288,7 +288,7 @@ class KeyGroup:
     def apply_values(self, keys: np.ndarray, timestamps_ms: np.ndarray, values) -> None:
         """Applies monoid values to the table (used by both task forms); the table marks
         the keys touched, whose totals are the results (``KeyedTable.take_touched_totals``)."""
-        self.table.update(keys, timestamps_ms, values)
+        self.table.update(keys, timestamps_ms, values, touched=False)
 
     def apply(
         self, messages: pd.DataFrame, bad_records: BadRecords = BadRecords.FAIL, watermark_ms: int = 0,

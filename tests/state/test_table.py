@@ -109,10 +109,14 @@ def test_one_row_per_key_and_bucket():
     assert rows(table) == [("a", 0, 19), ("a", 100, 8), ("b", 0, 4)]
 
 
-def test_update_returns_the_keys_touched_in_order_of_appearance():
+def test_update_returns_the_keys_touched_in_order_of_appearance_unless_told_not_to():
     table = table_of()
     touched = table.update(np.array(["b", "a", "b"], dtype=object), np.array([1, 2, 3]), [1, 1, 1])
     assert list(touched) == ["b", "a"]
+    table.take_touched_totals()
+    assert table.update(np.array(["c", "a"], dtype=object), np.array([4, 5]), [1, 1], touched=False) is None
+    keys, values = table.take_touched_totals()  # marked all the same
+    assert keys.tolist() == ["a", "c"] and values.tolist() == [2, 1]
 
 
 def test_a_decoded_table_has_touched_no_key():
