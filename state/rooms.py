@@ -12,6 +12,10 @@ there or the writer is the table writing now; else the rows are copied into a ne
 room half again as large. Pages of the room past what is written are never touched,
 so the room costs no resident memory until rows fill it.
 
+A table handed on to a holder that continues it in place (``KeyedTable.handover``)
+takes the writer's place instead: the table it came from then writes apart, and may
+no longer read its rows once the holder rewrites them.
+
 ``state.key_column`` keeps its keys' head in rooms without a writer: a head grows in
 place only past every row written.
 """
@@ -97,4 +101,12 @@ class Rooms:
             room.seen = max(room.seen, rows)
         twin = Rooms()
         twin._rooms.update(self._rooms)
+        return twin
+
+    def handed_over(self) -> Rooms:
+        """The rooms of a table that takes this one's place: it writes as this table
+        did, and this one becomes another writer."""
+        twin = Rooms()
+        twin._rooms.update(self._rooms)
+        twin._writer, self._writer = self._writer, twin._writer
         return twin

@@ -67,6 +67,7 @@ no key hashed either. Neither is encoded: decoded bytes start without ids or cod
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,8 @@ __all__ = ["KeyedTable", "COMMITTED", "WindowResults"]
 
 #: Bucket of the rows that fold everything before the last checkpoint (no window).
 COMMITTED = -1
+#: The columns a table keeps as arrays (``_ids``, ``_codes`` and ``times`` may be None).
+_COLUMNS = ("_ids", "_codes", "buckets", "values", "times", "_touched")
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,34 @@ class KeyedTable:
         holds them (``state.rooms``)."""
         table = copy.copy(self)
         table._rooms = self._rooms.copied(len(self))
+        return table
+
+    def savepoint(self) -> Callable[[], KeyedTable]:
+        """A way back to the table as it is now, for a caller that may give up what it
+        does next (a micro-batch that a bad record fails): a function that returns the
+        table as it was. Unlike a ``copy`` it leaves the rows after the committed ones
+        to the table (they are kept aside, and written back by the function), so an
+        update goes on growing the columns in place (``state.rooms``). Only the table
+        may have changed in between, not a copy of it taken since."""
+        settled = self._committed_rows()
+        table = copy.copy(self)
+        table._rooms = self._rooms.copied(settled)
+        aside = {name: column[settled:].copy() for name in _COLUMNS if (column := getattr(self, name)) is not None}
+
+        def back() -> KeyedTable:
+            for name, rows in aside.items():
+                getattr(table, name)[settled:] = rows
+            return table
+
+        return back
+
+    def handover(self) -> KeyedTable:
+        """A copy that goes on from this table in place (``state.rooms``): it grows and
+        rewrites the rows this table wrote, and this table, which writes apart from
+        then on, holds its rows only until the copy changes. For a table handed on to
+        be continued, where reading it afterwards is not needed (``persistent.runtime.kept``)."""
+        table = copy.copy(self)
+        table._rooms = self._rooms.handed_over()
         return table
 
     @property

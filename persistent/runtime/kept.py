@@ -30,7 +30,10 @@ class KeptCheckpoint:
     job's) is read and replaces it; when that one's chain holds only changes after the
     kept one, those are read and rolled forward from it. The checkpoint a handed state
     follows is the handed table's rows before it (``KeyedTable.checkpointed_rows``),
-    taken when first needed. No table kept is ever changed: a group works on a copy."""
+    taken when first needed. A group goes on from a handed table in place
+    (``KeyedTable.handover``), which the process then no longer keeps: a retry of the
+    micro-batch decodes the state. A checkpoint kept is never changed: a group works
+    on a copy of it."""
 
     def __init__(self) -> None:
         self._identity: tuple | None = None
@@ -39,12 +42,17 @@ class KeptCheckpoint:
         self._handed: tuple | None = None
 
     def continued(self, data: bytes, spec, interval_ms: int) -> tuple[KeyedTable, Base | None] | None:
-        """A copy of the table that encoded ``data`` and the checkpoint it follows, if
-        ``data`` is the state of ``spec`` and ``interval_ms`` this process handed last."""
+        """The table that encoded ``data`` and the checkpoint it follows, if ``data`` is
+        the state of ``spec`` and ``interval_ms`` this process handed last. The table is
+        the group's now, to go on from in place: this process no longer keeps it, nor
+        the checkpoint it follows, unless taken already (a retry decodes the state)."""
         if self._handed is None or self._handed[:3] != (data, spec, interval_ms):
             return None
         *_, table, base = self._handed
-        return table.copy(), base
+        self._handed = None
+        if self._table is None:
+            self._identity = None
+        return table, base
 
     def handed(self, data: bytes, spec, table: KeyedTable, base: Base | None) -> None:
         """Keeps ``table``, which ``data`` is the state of, following checkpoint ``base``
@@ -54,7 +62,7 @@ class KeptCheckpoint:
             self._identity, self._table = (*base, spec, table.interval_ms), None
         else:
             self._take_checkpoint()  # out of the table handed before, which goes
-        self._handed = (data, spec, table.interval_ms, table.copy(), base) if held else None
+        self._handed = (data, spec, table.interval_ms, table.handover(), base) if held else None
 
     def table(self, spec, interval_ms: int, base: Base,
               read: Callable[[Base | None], Sequence[Stored]]) -> KeyedTable:

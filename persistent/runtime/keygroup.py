@@ -335,7 +335,7 @@ class KeyGroup:
         if not len(messages) and not folded:
             return Applied(0, replayed, late, bad)
         late_before = self.table.late_count
-        table = self.table.copy()
+        back = self.table.savepoint()
         try:
             refused = []
             if len(messages):
@@ -346,7 +346,7 @@ class KeyGroup:
                     _Updates(partials.keys, partials.timestamps, partials.values, np.full(len(partials.keys), -1)),
                     messages, bad_records)
         except BaseException:
-            self.table = table
+            self.table = back()
             raise
         late_updates = self.table.late_count - late_before
         return Applied(len(messages) + folded - len(refused) - late_updates, replayed, late, bad + refused,

@@ -604,6 +604,29 @@ def test_a_state_that_follows_its_checkpoint_holds_only_the_rows_since_and_decod
     assert again.encode() == following
 
 
+def test_a_worker_goes_on_from_the_table_it_handed_in_place_and_a_retry_decodes_the_state(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    reads, checkpoints = _recorded(store)
+    kept, (group, checkpoint) = KeptCheckpoint(), _counted_group_and_checkpoint()
+    group.checkpointed(Base(checkpoint.time_ms, store.persist(*checkpoint).crc))
+    handed = group.encode(kept)
+
+    def rows(table):
+        return list(zip(table.keys, table.buckets, table.values.tolist()))
+
+    expected = rows(KeyGroup.decode(VectorizedCount(), 100, 0, handed, checkpoints).table)
+    first = KeyGroup.decode(VectorizedCount(), 100, 0, handed, checkpoints, kept)
+    ids = first.table._row_ids()
+    assert rows(first.table) == expected and len(reads) == 1  # the decoding without the kept table
+    first.apply(pd.DataFrame({"key": ["k1", "new"], "timestamp": [260, 270], "value": [5, 7]}), watermark_ms=250)
+    first.advance(350)
+    assert np.shares_memory(first.table._row_ids(), ids)  # in place
+    # The attempt failed: Spark hands the same state again, which the worker no longer
+    # keeps as a table; it reads the checkpoint it follows.
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, handed, checkpoints, kept)
+    assert rows(again.table) == expected and len(reads) == 2
+
+
 def _following_state(store: CheckpointStore) -> bytes:
     """The state of ``_counted_group``, following its checkpoint at 200 in ``store``."""
     group, checkpoint = _counted_group_and_checkpoint()

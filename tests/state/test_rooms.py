@@ -40,6 +40,18 @@ def test_a_copy_holds_its_rows_as_they_were_while_the_table_grows_and_rewrites()
     assert grown.tolist() == [1, 2, 3, 4] and not np.shares_memory(mine, grown)
 
 
+def test_rooms_handed_over_write_as_their_table_did_and_the_table_then_writes_apart():
+    rooms = Rooms()
+    column = rooms.then("c", ints(1, 2), 2, ints(3))
+    taker = rooms.handed_over()
+    rewritten = taker.then("c", column, 2, ints(9), low=0)  # rows the table wrote: in place
+    rewritten[0] = 8
+    assert rewritten.tolist() == [8, 2, 9] and np.shares_memory(rewritten, column)
+    apart = rooms.then("c", column[:2], 2, ints(4))  # the table may no longer write there
+    assert apart.tolist() == [8, 2, 4] and not np.shares_memory(apart, rewritten)
+    assert rewritten.tolist() == [8, 2, 9]
+
+
 def test_a_column_another_array_holds_is_copied_and_records_keep_their_dtype():
     rooms, given = Rooms(), ints(1, 2)
     assert not np.shares_memory(rooms.then("c", given, 2, ints(3)), given)
@@ -79,3 +91,18 @@ def test_a_batch_continued_from_a_snapshot_grows_the_columns_in_place_and_leaves
     retried.checkpoint_changes(2 * INTERVAL)
     assert table.get("new") == 7 and table.get("other") == 0 and retried.get("other") == 9
     assert retried.get("new") == 0 and snapshot.encode() == before
+
+
+def test_a_savepoint_gives_the_table_back_after_an_update_in_place_and_a_checkpoint():
+    table = KeyedTable(Sum(), INTERVAL)
+    keys = np.array(["a", "c", *(f"k{i}" for i in range(30))], dtype=object)  # room for 16 more rows
+    table.update(keys, ints(10, 150, *[20] * 30), ints(1, 3, *[2] * 30))
+    table.checkpoint(INTERVAL)  # a and the k's committed, c after the checkpoint
+    before, ids = table.encode(), table._row_ids()
+    back = table.savepoint()
+    table.update(np.array(["c", "a", "d"], dtype=object), ints(160, 170, 180), ints(10, 20, 30))
+    assert np.shares_memory(table._row_ids(), ids)  # grown in place over c's row
+    table.checkpoint(2 * INTERVAL)  # commits a's new total, and c and d
+    again = back()
+    assert again.encode() == before and again.get("a") == 1 and again.get("c") == 3
+    assert table.get("a") == 21 and table.get("c") == 13
