@@ -190,20 +190,25 @@ class KeyedTable:
         return table
 
     def savepoint(self) -> Callable[[], KeyedTable]:
-        """A way back to the table as it is now, for a caller that may give up what it
-        does next (a micro-batch that a bad record fails): a function that returns the
-        table as it was. Unlike a ``copy`` it leaves the rows after the committed ones
-        to the table (they are kept aside, and written back by the function), so an
-        update goes on growing the columns in place (``state.rooms``). Only the table
-        may have changed in between, not a copy of it taken since."""
-        settled = self._committed_rows()
+        """A way back to the table as it is now, for a caller that may give up the
+        updates it makes next (a micro-batch that a bad record fails): a function that
+        returns the table as it was. An update writes no row before the rows since the
+        last checkpoint in place (only a checkpoint does), so the table as it was shares
+        those rows with the table, and the rows after them are kept aside, written back
+        by the function: updates go on growing the columns in place (``state.rooms``),
+        and so does the checkpoint after them. There is no way back past a checkpoint
+        (``RuntimeError``), and a copy taken in between sees the rows kept aside written
+        back."""
+        settled, checkpoint_ms = self._committed_rows(), self.checkpoint_ms
         table = copy.copy(self)
-        table._rooms = self._rooms.copied(settled)
         aside = {name: column[settled:].copy() for name in _COLUMNS if (column := getattr(self, name)) is not None}
 
         def back() -> KeyedTable:
+            if self.checkpoint_ms != checkpoint_ms:
+                raise RuntimeError(f"no way back to the table before its checkpoint at {self.checkpoint_ms} ms")
             for name, rows in aside.items():
                 getattr(table, name)[settled:] = rows
+            table._rooms = self._rooms.handed_over()  # the table given up writes apart
             return table
 
         return back
