@@ -71,21 +71,20 @@ class PersistentState(Generic[V]):
     def restore(self, interval_ms: int, chain: Sequence[Stored], start: KeyedTable | None = None,
                 what: str = "checkpoint") -> KeyedTable:
         """The live state of the checkpoint a chain ends with (``CheckpointStore.recover``):
-        from its whole checkpoint, or from ``start``, the decoded checkpoint its first
-        changes change (``state.tables.chain_table``). Raises as ``build`` does, naming
-        ``what`` and the checkpoint's time."""
+        from its whole checkpoint, or ``start``, the decoded checkpoint its first changes
+        change, rolled forward in place (``state.tables.chain_table``). Raises as
+        ``build`` does, naming ``what`` and the checkpoint's time."""
         tables = [self.build(interval_ms, stored.data, what=f"{what} at {stored.time_ms} ms") for stored in chain]
         return chain_table(chain, tables, start)
 
     def follow(self, checkpoint: KeyedTable, interval_ms: int, since: bytes, what: str = "state") -> KeyedTable:
-        """The live state from a checkpoint (decoded by ``build``, which stays as it is:
-        the live state is a copy of it, ``KeyedTable.copy``) and the rows after it
-        (``KeyedTable.encode_since_checkpoint`` bytes); ``CorruptCheckpointError`` (or
-        ``StateValueError``) naming ``what`` when the rows are damaged, of another monoid,
-        window, interval or ``ttl_ms``, or when they do not follow the checkpoint."""
-        table = checkpoint.copy()
-        table.follow(self.build(interval_ms, since, what=what))
-        return table
+        """The live state: ``checkpoint`` (decoded by ``build`` or ``restore``), followed
+        in place by the rows after it (``KeyedTable.encode_since_checkpoint`` bytes);
+        ``CorruptCheckpointError`` (or ``StateValueError``) naming ``what`` when the rows
+        are damaged, of another monoid, window, interval or ``ttl_ms``, or when they do
+        not follow the checkpoint."""
+        checkpoint.follow(self.build(interval_ms, since, what=what))
+        return checkpoint
 
 
 @dataclass(frozen=True)

@@ -766,11 +766,12 @@ class KeyedTable:
         before = self.buckets < self.checkpoint_ms
         return not following or bool(before[:int(before.sum())].all())
 
-    def checkpointed_rows(self) -> KeyedTable:
+    def checkpointed_rows(self, in_place: bool = False) -> KeyedTable:
         """A copy holding only the rows before the last checkpoint: the checkpoint, as
         decoding it gives it where ``decodes_as_held(following=True)``, but with this
-        table's late count and the time to which it emitted windows."""
-        table, before = self.copy(), self.buckets < self.checkpoint_ms
+        table's late count and the time to which it emitted windows. ``in_place``: a
+        copy that takes this table's place (``handover``), for a caller done with it."""
+        table, before = self.handover() if in_place else self.copy(), self.buckets < self.checkpoint_ms
         held = int(before.sum())
         # Where they come first (``decodes_as_held``), the copy's columns are theirs.
         table._keep(slice(0, held) if before[:held].all() else before)

@@ -80,8 +80,8 @@ def chain_table(
     chain: Sequence[Stored], tables: Sequence[KeyedTable], start: KeyedTable | None = None
 ) -> KeyedTable:
     """The checkpoint a chain (``CheckpointStore.recover``) ends with: its whole checkpoint
-    decoded, or when the chain starts with changes, a copy of ``start`` (the checkpoint
-    they change, left as it is), rolled forward by each changes after it
+    decoded, or when the chain starts with changes, ``start`` (the checkpoint they
+    change) rolled forward in place by each changes after it
     (``KeyedTable.roll_forward``), which counts their rows in its ``chain_rows``.
     ``tables`` are the chain's checkpoints, each decoded from its data."""
     (first, *rest), (whole, *changes) = chain, tables
@@ -90,7 +90,7 @@ def chain_table(
         _check_time(table, first)
         table.whole_ms, table.chain_rows = first.time_ms, 0
     elif start is not None and start.checkpoint_ms == first.base[0]:
-        table, rest, changes = start.copy(), chain, tables
+        table, rest, changes = start, chain, tables
     else:
         raise StateValueError(f"the checkpoint at {first.time_ms} ms changes the one at {first.base[0]} ms, "
                               "which the chain does not hold")

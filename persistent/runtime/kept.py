@@ -32,8 +32,9 @@ class KeptCheckpoint:
     follows is the handed table's rows before it (``KeyedTable.checkpointed_rows``),
     taken when first needed. A group goes on from a handed table in place
     (``KeyedTable.handover``), which the process then no longer keeps: a retry of the
-    micro-batch decodes the state. A checkpoint kept is never changed: a group works
-    on a copy of it."""
+    micro-batch decodes the state. So does a group whose state another process handed
+    since: it rolls the handed table's checkpoint forward in place (else each column
+    it rewrites would be copied). Else a group works on a copy of the checkpoint kept."""
 
     def __init__(self) -> None:
         self._identity: tuple | None = None
@@ -66,16 +67,26 @@ class KeptCheckpoint:
 
     def table(self, spec, interval_ms: int, base: Base,
               read: Callable[[Base | None], Sequence[Stored]]) -> KeyedTable:
-        """The checkpoint ``base`` of state ``spec``, decoded: the one kept, or the chain
-        ``read(known)`` returns (``CheckpointStore.recover``), where ``known`` is the
-        checkpoint kept, if it is of the same state and interval."""
+        """The checkpoint ``base`` of state ``spec``, decoded, for a group to go on from:
+        a copy of the one kept, or the chain ``read(known)`` returns
+        (``CheckpointStore.recover``), where ``known`` is the checkpoint kept, if it is
+        of the same state and interval, rolled forward from it. The checkpoint the table
+        handed last follows is rolled forward in place, and this process then keeps
+        nothing of the group."""
         identity = (base.time_ms, base.crc, spec, interval_ms)
+        same = self._identity is not None and self._identity[2:] == identity[2:]
+        known = Base(*self._identity[:2]) if same else None
+        if same and self._identity != identity and self._table is None:
+            start = self._handed[3].checkpointed_rows(in_place=True)
+            self._identity = self._handed = None
+            return spec.restore(interval_ms, read(known), start, CHECKPOINT)
         self._take_checkpoint()
         if self._identity != identity:
-            start = self._table if self._identity is not None and self._identity[2:] == identity[2:] else None
-            known = Base(*self._identity[:2]) if start is not None else None
+            start = self._table if same else None
+            if same:
+                self._identity = None  # rolled forward in place: kept again only if that succeeds
             self._table, self._identity = spec.restore(interval_ms, read(known), start, CHECKPOINT), identity
-        return self._table
+        return self._table.copy()
 
     def _take_checkpoint(self) -> None:
         """Takes the checkpoint kept out of the table handed last, if not yet taken."""

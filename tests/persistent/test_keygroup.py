@@ -627,6 +627,33 @@ def test_a_worker_goes_on_from_the_table_it_handed_in_place_and_a_retry_decodes_
     assert rows(again.table) == expected and len(reads) == 2
 
 
+def test_a_worker_rolls_the_table_it_handed_forward_in_place_after_another_served_a_batch(tmp_path):
+    store = CheckpointStore(LocalFileSystem(), str(tmp_path), "g")
+    reads, checkpoints = _recorded(store)
+    worker, other = KeptCheckpoint(), KeptCheckpoint()
+    group, checkpoint = _counted_group_and_checkpoint()
+    group.checkpointed(Base(checkpoint.time_ms, store.persist(*checkpoint).crc))
+    handed = group.encode(worker)
+    ids, values = group.table._row_ids(), group.table.values
+    served = KeyGroup.decode(VectorizedCount(), 100, 0, handed, checkpoints, other)  # by the other worker
+    served.apply(pd.DataFrame({"key": ["k1", "new"], "timestamp": [410, 420], "value": [5, 7]}), watermark_ms=250)
+    _, checkpoint = served.advance(350)
+    served.checkpointed(Base(checkpoint.time_ms, store.persist(*checkpoint).crc))
+    state = served.encode(other)
+
+    def rows(table):
+        return list(zip(table.keys, table.buckets, table.values.tolist()))
+
+    expected = rows(KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints).table)
+    del reads[:]
+    back = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, worker)
+    assert rows(back.table) == expected and reads == [300]  # the changes since the checkpoint it held
+    assert np.shares_memory(back.table._row_ids(), ids) and np.shares_memory(back.table.values, values)
+    # The worker no longer keeps the table: a retry reads the whole chain.
+    again = KeyGroup.decode(VectorizedCount(), 100, 0, state, checkpoints, worker)
+    assert rows(again.table) == expected and len(reads) == 2
+
+
 def _following_state(store: CheckpointStore) -> bytes:
     """The state of ``_counted_group``, following its checkpoint at 200 in ``store``."""
     group, checkpoint = _counted_group_and_checkpoint()
