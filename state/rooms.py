@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from monoids.columns import records_as_bytes
+
 __all__ = ["Room", "Rooms"]
 
 
@@ -66,11 +68,9 @@ class Room:
 
 
 def _put(into: np.ndarray, rows: np.ndarray) -> None:
-    """Writes ``rows`` into ``into``: records (a structured dtype without objects) as
-    their bytes, which numpy would otherwise copy field by field."""
-    dtype = into.dtype
-    if dtype.names is not None and not dtype.hasobject and rows.dtype == dtype:
-        raw = np.dtype((np.void, dtype.itemsize))
+    """Writes ``rows`` into ``into``: records as their bytes (``records_as_bytes``)."""
+    raw = records_as_bytes(into.dtype) if rows.dtype == into.dtype else None
+    if raw is not None:
         into, rows = into.view(raw), rows.view(raw)
     into[...] = rows
 

@@ -733,7 +733,8 @@ class KeyedTable:
         self._keys = self._keys.then(n, other.keys[:0], other.keys)
         self.buckets, self.values = self._then("buckets", n, other.buckets), self._then("values", n, other.values)
         self.times = self._then("times", n, other.times)
-        self._touched = self._then("_touched", n, np.zeros(len(other.keys), dtype=bool))
+        if self._touched is not None:
+            self._touched = self._then("_touched", n, np.zeros(len(other.keys), dtype=bool))
 
     # -- following a checkpoint ----------------------------------------------------
 

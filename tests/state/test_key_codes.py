@@ -136,6 +136,10 @@ def test_a_new_key_of_a_held_keys_hash_takes_the_next_id(monkeypatch):
         [0], [1], [1, 0, 2]]
 
 
+def _out_of_memory(*_):
+    raise MemoryError
+
+
 @pytest.mark.parametrize("failing", ["indexing", "holding"])
 def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(failing, monkeypatch):
     ids, held = StringIds(), np.array([f"k{i}" for i in range(300)], dtype=object)
@@ -147,13 +151,10 @@ def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(failing
         label(index, hashes[:len(hashes) // 2], count)
         raise MemoryError
 
-    def fail(*_):
-        raise MemoryError
-
     if failing == "indexing":
         monkeypatch.setattr(state.key_codes, "_label", label_half_then_fail)
     else:  # the new keys are indexed, not held
-        monkeypatch.setattr(StringIds, "_append", fail)
+        monkeypatch.setattr(StringIds, "_append", _out_of_memory)
     with pytest.raises(MemoryError):
         ids.of(new)
     monkeypatch.undo()
@@ -167,11 +168,8 @@ def test_string_ids_that_failed_holding_their_first_keys_take_new_keys_afresh(mo
     monkeypatch.setattr(state.key_codes, "_hashes", lambda keys: np.full(len(keys), 7, dtype=np.int64))
     ids = StringIds()
 
-    def fail(*_):
-        raise MemoryError
-
     with monkeypatch.context() as failing:
-        failing.setattr(StringIds, "_append", fail)
+        failing.setattr(StringIds, "_append", _out_of_memory)
         with pytest.raises(MemoryError):
             ids.of(np.array(["a", "b"], dtype=object))
     assert [ids.of(np.array([key], dtype=object)).tolist() for key in "cbe"] == [[0], [1], [2]]
