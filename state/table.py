@@ -143,6 +143,10 @@ class KeyedTable:
         #: Without a window, whether an update folded a message into each row since the
         #: last ``take_touched_totals``.
         self._touched = None if window is not None else np.empty(0, dtype=bool)
+        #: Of a table decoded from changes to a checkpoint (``checkpoint_changes``), the
+        #: rows there of the keys it held, its first rows (``roll_forward``; None: not
+        #: known).
+        self.held_rows = None
         #: The rooms the columns grow into (``state.rooms``), by the columns' names.
         self._rooms = Rooms()
         #: Time of the last checkpoint taken or recovered (0: none yet).
@@ -558,7 +562,7 @@ class KeyedTable:
         after = self._row_ids()[settled:self._committed_rows()]
         rows = np.concatenate([kept, settled + np.flatnonzero(changed[after])])
         self.chain_rows += len(rows)
-        return encode_rows(self, rows, timestamp_ms, min(timestamp_ms, self.emitted_ms))
+        return encode_rows(self, rows, timestamp_ms, min(timestamp_ms, self.emitted_ms), held_rows=kept)
 
     def roll_forward(self, *changes: KeyedTable) -> None:
         """Makes this table, a checkpoint, the one ``changes`` lead to: each is the
@@ -576,30 +580,61 @@ class KeyedTable:
                     f"{since_ms} ms"
                 )
             since_ms = one.checkpoint_ms
-        # A checkpoint holds each key once: its rows are the first codes, in order, and
-        # only the changes' rows are folded.
         held = len(self)
         keys = np.concatenate([one.keys for one in changes])
-        ids, codes = self._with(keys, held)  # the changes' rows
-        last = np.full(int(codes.max(initial=held - 1)) + 1, -1, dtype=np.intp)
-        np.maximum.at(last, codes, np.arange(len(codes)))
-        new = codes >= held  # new keys, whose codes go on from the held ones by first appearance
-        first_new = np.flatnonzero(new)[first_rows(codes[new] - held)]
-        changed_values = join_columns([one.values for one in changes])
-        changed = np.flatnonzero(last[:held] >= 0)
+        places, new_ids = self._places(changes, keys)
+        # The last row of each place, the places in order: the held ones, then the new.
+        reversed_places, backwards = np.unique(places[::-1], return_index=True)
+        last = len(places) - 1 - backwards
+        old = int(np.searchsorted(reversed_places, held))
+        changed, changed_values = reversed_places[:old], join_columns([one.values for one in changes])
         # The held rows are committed rows, of codes 0 to held - 1, none touched.
-        values = self._then("values", held, changed_values[last[held:]], int(changed.min(initial=held)))
-        values[changed] = changed_values[last[changed]]
-        self._keys = self._keys.then(held, keys[first_new], keys[:0])
-        self._ids, self.values = self._then("_ids", held, ids[first_new]), values
-        self._codes = self._then("_codes", held, np.arange(held, len(last), dtype=np.intp))
-        self.buckets = self._then("buckets", held, np.full(len(last) - held, COMMITTED, dtype=np.int64))
+        values = self._then("values", held, changed_values[last[old:]], int(changed.min(initial=held)))
+        values[changed] = changed_values[last[:old]]
+        n = held + len(last) - old
+        self._keys = self._keys.then(held, keys[last[old:]], keys[:0])
+        self._ids, self.values = self._then("_ids", held, new_ids), values
+        self._codes = self._then("_codes", held, np.arange(held, n, dtype=np.intp))
+        self.buckets = self._then("buckets", held, np.full(n - held, COMMITTED, dtype=np.int64))
         if self._touched is not None:
             self._touched = np.zeros(len(self), dtype=bool)
         newest = changes[-1]
         self.checkpoint_ms, self.emitted_ms = newest.checkpoint_ms, newest.emitted_ms
         self.late_count = newest.late_count
         self.chain_rows += sum(len(one) for one in changes)
+
+    def _places(self, changes: tuple[KeyedTable, ...], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The row each of ``keys``, the rows of ``changes`` in order, takes in this
+        checkpoint rolled forward by them (a held key's row; new keys the rows after, by
+        first appearance), and the ids of the new keys (None while the table has no ids).
+
+        Changes name the rows of the keys the checkpoint they change held
+        (``held_rows``): only those keys are read there, to check them, and only new
+        keys are hashed, where the table has ids. Changes of format 3 and before do not,
+        and all their keys are found by their ids (``_with``)."""
+        held = len(self)
+        if any(one.held_rows is None for one in changes):
+            ids, codes = self._with(keys, held)
+            new = np.flatnonzero(codes >= held)
+            return codes, ids[new[first_rows(codes[new] - held)]]
+        places, named, n = [], [], held
+        for one in changes:
+            rows = one.held_rows
+            if len(rows) and (rows.min() < 0 or rows.max() >= n):
+                raise CorruptCheckpointError(
+                    f"the changes of the checkpoint at {one.checkpoint_ms} ms name rows that the checkpoint "
+                    "they change does not have")
+            places += [rows, np.arange(n, n + len(one) - len(rows))]
+            named.append(np.arange(len(one)) < len(rows))
+            n += len(one) - len(rows)
+        places, named = np.concatenate(places), np.concatenate(named)
+        new_keys = keys[~named]
+        held_before, new_before = named & (places < held), named & (places >= held)  # new in an earlier link
+        if (_differ(self.keys_at(places[held_before]), keys[held_before])
+                or _differ(new_keys[places[new_before] - held], keys[new_before])):
+            raise CorruptCheckpointError(
+                f"the changes of the checkpoint at {changes[-1].checkpoint_ms} ms name rows of other keys")
+        return places, None if self._ids is None else self._key_ids.of(new_keys)
 
     def expire(self, watermark_ms: int) -> int:
         """Drops the keys whose newest message is more than ``ttl_ms`` behind
@@ -810,3 +845,12 @@ class KeyedTable:
     def encode(self) -> bytes:
         """The whole table, including rows after the last checkpoint and the counters."""
         return encode_rows(self, np.ones(len(self), dtype=bool), self.checkpoint_ms, self.emitted_ms)
+
+
+def _differ(keys: np.ndarray, others: np.ndarray) -> bool:
+    """Whether a key of ``keys`` is not the one of ``others`` in its place, a null key
+    (None, NaN) being one key as in ``KeyIds``."""
+    differ = keys != others
+    if differ.any():
+        differ[differ] = ~(pd.isna(keys[differ]) & pd.isna(others[differ]))
+    return bool(differ.any())

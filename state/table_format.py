@@ -1,14 +1,16 @@
 """The wire format of a ``KeyedTable``: ``encode_rows`` writes it (``KeyedTable.encode``,
 ``checkpoint`` and the others), ``TableBytes`` reads it.
 
-The bytes are ``state.codec`` sections under the magic ``PKTB``. Format 3 holds the
+The bytes are ``state.codec`` sections under the magic ``PKTB``. Format 4 holds the
 counters (checkpoint time, emitted time, late count, bucket width), the keys, the
 buckets, the values (``Monoid.encode_column``), the description (``describe``: the
 monoid by ``Monoid.identity()``, the window, the checkpoint interval and the
-``ttl_ms``), and the times (empty without a ``ttl_ms``); so ``state.tables.read_table``
-decodes a checkpoint without the task that wrote it. ``state.tables.decode_table``
-still reads format 2, which had no times (a table without ``ttl_ms`` only), and format
-1, which named nothing.
+``ttl_ms``), the times (empty without a ``ttl_ms``) and, in the changes to a checkpoint
+(``KeyedTable.checkpoint_changes``), the rows that the keys it held hold in it (empty
+in other bytes); so ``state.tables.read_table`` decodes a checkpoint without the task
+that wrote it. Format 3 had no such rows: its changes are rolled forward by their
+keys. ``state.tables.decode_table`` still reads format 2, which had no times (a table
+without ``ttl_ms`` only), and format 1, which named nothing.
 
 Bytes are read in two steps: ``TableBytes`` splits and checks them and names their
 settings, then fills a new table that the caller chose for those settings
@@ -35,10 +37,10 @@ from state.window import SessionWindow, Window, window_from
 __all__ = ["describe", "encode_rows", "Table", "TableBytes"]
 
 _MAGIC = b"PKTB"
-_VERSION = 3
+_VERSION = 4
 #: Sections per readable format version: meta, keys, buckets, values (from 2 the
-#: description, from 3 the times).
-_SECTIONS = {1: 4, 2: 5, 3: 6}
+#: description, from 3 the times, from 4 the rows held in the checkpoint changed).
+_SECTIONS = {1: 4, 2: 5, 3: 6, 4: 7}
 
 
 class Table(Protocol):
@@ -65,6 +67,9 @@ class Table(Protocol):
     _ids: np.ndarray | None
     _codes: np.ndarray | None
     _touched: np.ndarray | None
+    #: Of changes to a checkpoint, the rows there of the keys it held, which come first
+    #: (None: bytes of format 3 and before, which do not say).
+    held_rows: np.ndarray | None
 
     def keys_at(self, rows: np.ndarray) -> np.ndarray:
         """The keys of ``rows``."""
@@ -88,10 +93,12 @@ def describe(
     return description
 
 
-def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int) -> bytes:
+def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: int,
+                held_rows: np.ndarray | None = None) -> bytes:
     """The bytes of ``table``'s ``rows`` (a mask, or indices in order), its late count and settings, with the
     times ``checkpoint_ms`` and ``emitted_ms`` (a checkpoint's, which may be older than the
-    table's own)."""
+    table's own). Changes to a checkpoint give ``held_rows``: the rows there of the keys
+    of their first rows, the keys it held."""
     if rows.dtype == bool:
         rows = np.flatnonzero(rows)  # a few rows of many: each column read at those only
     meta = np.array([checkpoint_ms, emitted_ms, table.late_count, table.bucket_ms], dtype=np.int64)
@@ -107,6 +114,7 @@ def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: 
             table.monoid.encode_column(table.values[rows]),
             json.dumps(description, sort_keys=True).encode(),
             codec.ints_to_bytes(times),
+            codec.ints_to_bytes(np.empty(0, np.int64) if held_rows is None else held_rows),
         ],
     )
 
@@ -127,7 +135,7 @@ class TableBytes:
         """The sections of ``data``; ``CorruptCheckpointError`` naming ``what`` if damaged."""
         version, sections = codec.unpack(_MAGIC, _SECTIONS, data, what)
         if (len(sections) != _SECTIONS[version] or len(sections[0]) != 32 or len(sections[2]) % 8
-                or (version >= 3 and len(sections[5]) % 8)):
+                or any(len(section) % 8 for section in sections[5:])):
             raise CorruptCheckpointError(f"{what}: the sections of the table are malformed")
         return cls(version, sections, what)
 
@@ -195,6 +203,9 @@ class TableBytes:
             if len(table.times) != len(table.keys):
                 raise CorruptCheckpointError(f"{what}: columns differ in length")
         table._ids, table._codes = None, None
+        table.held_rows = codec.ints_from_bytes(sections[6]) if len(sections) > 6 else None
+        if table.held_rows is not None and len(table.held_rows) > len(table.keys):
+            raise CorruptCheckpointError(f"{what}: more rows held than keys")
         if table._touched is not None:
             table._touched = np.zeros(len(table.keys), dtype=bool)
         table.checkpoint_ms, table.emitted_ms, table.late_count = checkpoint_ms, emitted_ms, late_count

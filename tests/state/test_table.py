@@ -577,16 +577,26 @@ def test_checkpoints_as_changes_rolled_forward_equal_the_whole_checkpoints(messa
         expected = decode_table(whole.checkpoint(t), Sum(), INTERVAL)
         if rolled is None:
             rolled = decode_table(changing.checkpoint(t), Sum(), INTERVAL)
-            first = rolled.copy()
+            first, by_keys, with_ids = rolled.copy(), rolled.copy(), rolled.copy()
         else:
-            changes = decode_table(changing.checkpoint_changes(t), Sum(), INTERVAL)
+            data = changing.checkpoint_changes(t)
+            changes = decode_table(data, Sum(), INTERVAL)
             assert set(changes.keys.tolist()) == changed
             rolled.roll_forward(changes)
+            by_keys.roll_forward(decode_table(_as_format_3(data), Sum(), INTERVAL))
+            totals(with_ids)  # the keys hashed, as a table that took updates has them
+            with_ids.roll_forward(changes)
             chain.append(changes)
-        assert rows(rolled) == rows(expected)
-        assert (rolled.checkpoint_ms, rolled.emitted_ms, rolled.late_count) == (
-            expected.checkpoint_ms, expected.emitted_ms, expected.late_count)
+        for table in (rolled, by_keys, with_ids):
+            assert rows(table) == rows(expected)
+            assert (table.checkpoint_ms, table.emitted_ms, table.late_count) == (
+                expected.checkpoint_ms, expected.emitted_ms, expected.late_count)
         assert rolled.chain_rows == changing.chain_rows == sum(map(len, chain))
+    # The keys new in the changes took ids of their own: an update finds each key's row.
+    more = [(m[0], times[-1] + 1, 1) for m in messages]
+    for table in (with_ids, expected):
+        apply(table, more)
+    assert totals(with_ids) == totals(expected)
     # The whole chain at once, as a restore reads it: the same rows, in the same order.
     first.roll_forward(*chain)
     assert (first.keys.tolist(), first.values.tolist(), first.checkpoint_ms, first.chain_rows) == (
@@ -615,6 +625,31 @@ def test_changes_roll_forward_only_the_checkpoint_they_were_taken_on():
         first.copy().roll_forward(decode_table(later.encode(), Sum(), INTERVAL))  # y's row is after 400
     first.roll_forward(changes)
     assert totals(first) == {"a": 1, "b": 2}
+
+
+def _as_format_3(data: bytes) -> bytes:
+    """Changes to a checkpoint as format 3 wrote them: without the rows of the keys it held."""
+    version, sections = codec.unpack(b"PKTB", (4,), data, "changes")
+    return codec.pack(b"PKTB", 3, sections[:6])
+
+
+def test_changes_that_name_rows_of_other_keys_or_past_the_checkpoint_are_refused_and_change_nothing():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 1)])
+    checkpoint = decode_table(table.checkpoint(100), Sum(), INTERVAL)
+    apply(table, [("b", 150, 1), ("c", 160, 1)])
+    data = table.checkpoint_changes(200)
+    version, sections = codec.unpack(b"PKTB", (4,), data, "changes")
+    assert codec.ints_from_bytes(sections[6]).tolist() == [1]  # b's row; c is new
+    before = rows(checkpoint)
+    past = "name rows that the checkpoint they change does not have"
+    for held, match in (([0], "name rows of other keys"), ([2], past), ([-1], past)):
+        named = _repack([*sections[:6], codec.ints_to_bytes(np.array(held))])
+        with pytest.raises(CorruptCheckpointError, match=f"^the changes of the checkpoint at 200 ms {match}"):
+            checkpoint.roll_forward(decode_table(named, Sum(), INTERVAL))
+        assert rows(checkpoint) == before
+    checkpoint.roll_forward(decode_table(data, Sum(), INTERVAL))
+    assert totals(checkpoint) == {"a": 1, "b": 2, "c": 1}
 
 
 def test_the_changes_hold_the_keys_with_messages_between_the_two_checkpoints_only():
@@ -701,17 +736,17 @@ def _sample_bytes() -> bytes:
 
 
 def _sections() -> list[bytes]:
-    version, sections = codec.unpack(b"PKTB", (3,), _sample_bytes(), "test")
+    version, sections = codec.unpack(b"PKTB", (4,), _sample_bytes(), "test")
     return sections
 
 
-def _repack(sections, version=3) -> bytes:
+def _repack(sections, version=4) -> bytes:
     return codec.pack(b"PKTB", version, sections)
 
 
 def _corruptions():
     data = _sample_bytes()
-    meta, keys, buckets, values, description, times = _sections()
+    meta, keys, buckets, values, description, times, held = _sections()
     yield "empty", b""
     yield "header only", data[:10]
     for cut in (1, 9, len(data) // 2, len(data) - 1):
@@ -719,19 +754,22 @@ def _corruptions():
     yield "trailing bytes", data + b"\0"
     yield "another magic", b"XXXX" + data[4:]
     yield "another version", data[:4] + b"\x00\x09" + data[6:]
-    yield "five sections", _repack([meta, keys, buckets, values, description])
-    yield "seven sections", _repack([meta, keys, buckets, values, description, times, b""])
+    yield "six sections", _repack([meta, keys, buckets, values, description, times])
+    yield "eight sections", _repack([meta, keys, buckets, values, description, times, held, b""])
+    yield "format 3 with seven sections", _repack([meta, keys, buckets, values, description, times, held], version=3)
     yield "format 2 with six sections", _repack([meta, keys, buckets, values, description, times], version=2)
     yield "format 1 with five sections", _repack([meta, keys, buckets, values, description], version=1)
-    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values, description, times])
-    yield "torn meta", _repack([meta[:20], keys, buckets, values, description, times])
-    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values, description, times])
-    yield "torn buckets", _repack([meta, keys, buckets[:-3], values, description, times])
-    yield "one bucket short", _repack([meta, keys, buckets[:-8], values, description, times])
+    yield "meta of three numbers", _repack([meta[:24], keys, buckets, values, description, times, held])
+    yield "torn meta", _repack([meta[:20], keys, buckets, values, description, times, held])
+    yield "keys not arrow", _repack([meta, b"not an arrow stream at all", buckets, values, description, times, held])
+    yield "torn buckets", _repack([meta, keys, buckets[:-3], values, description, times, held])
+    yield "one bucket short", _repack([meta, keys, buckets[:-8], values, description, times, held])
     other_values = Max().encode_column(np.array([1, 2, 3]))
-    yield "values of another monoid", _repack([meta, keys, buckets, other_values, description, times])
-    yield "torn values", _repack([meta, keys, buckets, values[:-3], description, times])
-    yield "torn times", _repack([meta, keys, buckets, values, description, b"\0\0\0"])
+    yield "values of another monoid", _repack([meta, keys, buckets, other_values, description, times, held])
+    yield "torn values", _repack([meta, keys, buckets, values[:-3], description, times, held])
+    yield "torn times", _repack([meta, keys, buckets, values, description, b"\0\0\0", held])
+    yield "torn rows held", _repack([meta, keys, buckets, values, description, times, b"\0\0\0"])
+    yield "more rows held than keys", _repack([meta, keys, buckets, values, description, times, b"\0" * 8 * 5])
 
 
 @pytest.mark.parametrize(("what", "data"), list(_corruptions()), ids=[w for w, _ in _corruptions()])
@@ -743,9 +781,9 @@ def test_decoding_damaged_bytes_raises_corrupt_checkpoint_error_naming_them(what
 def test_times_of_another_length_than_the_rows_are_damage_and_no_times_are_a_table_without_ttl():
     expiring = KeyedTable(Sum(), INTERVAL, ttl_ms=500)
     apply(expiring, [("a", 10, 1), ("b", 20, 2)])
-    *columns, times = codec.unpack(b"PKTB", (3,), expiring.encode(), "test")[1]
+    *columns, times, held = codec.unpack(b"PKTB", (4,), expiring.encode(), "test")[1]
     with pytest.raises(CorruptCheckpointError, match="^checkpoint X: columns differ in length"):
-        decode_table(_repack([*columns, times[:-8]]), Sum(), INTERVAL, what="checkpoint X", ttl_ms=500)
+        decode_table(_repack([*columns, times[:-8], held]), Sum(), INTERVAL, what="checkpoint X", ttl_ms=500)
     with pytest.raises(StateValueError, match="written without ttl_ms, and cannot be read with ttl_ms=500"):
         decode_table(_repack(columns, version=2), Sum(), INTERVAL, ttl_ms=500)  # format 2 has no times
 
@@ -803,7 +841,7 @@ def test_a_checkpoint_of_quantiles_is_recovered_whatever_ranks_either_side_prese
 
 
 def test_format_2_bytes_are_still_decoded_and_read():
-    meta, keys, buckets, values, description, _ = _sections()
+    meta, keys, buckets, values, description, *_ = _sections()
     old = _repack([meta, keys, buckets, values, description], version=2)
     current = decode_table(_sample_bytes(), Sum(), INTERVAL)
     assert len(current) and state_of(decode_table(old, Sum(), INTERVAL)) == state_of(current)
@@ -811,7 +849,7 @@ def test_format_2_bytes_are_still_decoded_and_read():
 
 
 def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
-    meta, keys, buckets, values, _, _ = _sections()
+    meta, keys, buckets, values, *_ = _sections()
     old = _repack([meta, keys, buckets, values], version=1)
     current = decode_table(_sample_bytes(), Sum(), INTERVAL)
     assert len(current) and state_of(decode_table(old, Sum(), INTERVAL)) == state_of(current)
@@ -843,9 +881,9 @@ def test_format_1_bytes_are_still_decoded_but_not_read_without_the_task():
     ],
 )
 def test_read_of_a_damaged_or_unknown_description_raises_naming_the_table(description, error, message):
-    meta, keys, buckets, values, _, times = _sections()
+    meta, keys, buckets, values, _, times, held = _sections()
     with pytest.raises(error, match=message) as raised:
-        read_table(_repack([meta, keys, buckets, values, description, times]), "checkpoint X")
+        read_table(_repack([meta, keys, buckets, values, description, times, held]), "checkpoint X")
     assert "checkpoint X" in str(raised.value)
 
 
