@@ -281,15 +281,23 @@ def _index_apart(index: Int64HashTable, apart: dict, keys: np.ndarray, hashes: n
     apart.update(zip(keys[taken].tolist(), ids[taken].tolist()))
 
 
-def codes_on(codes: np.ndarray, ids: np.ndarray, more: np.ndarray, bound: int) -> np.ndarray:
+def codes_on(codes: np.ndarray, ids: np.ndarray, more: np.ndarray, bound: int, first_new: int = 0) -> np.ndarray:
     """The codes of the ids ``more`` following rows of ``ids`` whose codes are ``codes``
     (numbered by first appearance; every id below ``bound``): an id among ``ids`` takes
-    its code, the others the next codes by first appearance, as ``first_appearance`` of
-    all the rows would number them. Hashes only the new ids."""
-    code_of = np.full(bound, -1, dtype=np.intp)
-    code_of[ids] = codes
-    more_codes = code_of[more]
+    its code, the others the next codes by first appearance, from ``first_new`` or after
+    the codes, as ``first_appearance`` of all the rows would number them. Hashes only
+    the new ids; rows far fewer than ``bound`` are found by sorting their ids."""
+    if _slots_fit(bound, len(ids)):
+        code_of = np.full(bound, -1, dtype=np.intp)
+        code_of[ids] = codes
+        more_codes = code_of[more]
+    elif len(ids):
+        order = np.argsort(ids, kind="stable")
+        at = order[np.searchsorted(ids, more, sorter=order).clip(max=len(ids) - 1)]
+        more_codes = np.where(ids[at] == more, codes[at], -1)
+    else:
+        more_codes = np.full(len(more), -1, dtype=np.intp)
     new = more_codes < 0
     if new.any():
-        more_codes[new] = (int(codes.max()) + 1 if len(codes) else 0) + pd.factorize(more[new])[0]
+        more_codes[new] = max(first_new, int(codes.max()) + 1 if len(codes) else 0) + pd.factorize(more[new])[0]
     return more_codes

@@ -90,6 +90,8 @@ __all__ = ["KeyedTable", "COMMITTED", "WindowResults"]
 COMMITTED = -1
 #: The columns a table keeps as arrays (``_ids``, ``_codes`` and ``times`` may be None).
 _COLUMNS = ("_ids", "_codes", "buckets", "values", "times", "_touched")
+#: No committed rows found by id yet (``KeyedTable._committed_row_of``).
+_NO_COMMITTED_IDS = (np.empty(0, dtype=np.int32), 0)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,23 @@ class KeyedTable:
         return self._keys.take(rows)
 
     @property
+    def _ids(self) -> np.ndarray | None:
+        return self._id_column
+
+    @_ids.setter
+    def _ids(self, ids: np.ndarray | None) -> None:
+        """New ids of the rows. With them goes the committed row of each id found so far
+        (``_committed_row_of``), which ``_set_ids`` keeps where the first rows stay."""
+        self._id_column, self._committed_ids = ids, _NO_COMMITTED_IDS
+
+    def _set_ids(self, ids: np.ndarray | None, kept: int) -> None:
+        """``ids`` of the rows, the first ``kept`` of which hold the keys they held."""
+        committed_ids = self._committed_ids
+        self._ids = ids
+        if committed_ids[1] <= kept:
+            self._committed_ids = committed_ids
+
+    @property
     def buckets(self) -> np.ndarray:
         """The rows' buckets (``COMMITTED`` for committed rows)."""
         return self._buckets
@@ -190,7 +209,7 @@ class KeyedTable:
         """A snapshot: shares the columns, which no operation writes into where a copy
         holds them (``state.rooms``)."""
         table = copy.copy(self)
-        table._rooms = self._rooms.copied(len(self))
+        table._rooms, table._committed_ids = self._rooms.copied(len(self)), _NO_COMMITTED_IDS  # it writes its own
         return table
 
     def savepoint(self) -> Callable[[], KeyedTable]:
@@ -351,7 +370,8 @@ class KeyedTable:
         # Each key's first row is the first row of one of its pairs, and the first rows
         # keep their order: the codes stay numbered by first appearance.
         self._keys = self._keys.then(settled, tail_keys[:0], tail_keys[first])
-        self._ids, self._codes = self._then("_ids", settled, ids[first]), self._then("_codes", settled, codes[first])
+        self._set_ids(self._then("_ids", settled, ids[first]), settled)
+        self._codes = self._then("_codes", settled, codes[first])
         self.buckets = self._then("buckets", settled, tail_buckets[first])
         self.values = self._then("values", settled, folded)
         self.times, self._touched = self._then("times", settled, newest), self._then("_touched", settled, marked)
@@ -409,8 +429,34 @@ class KeyedTable:
             self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
         more = self._key_ids.of(keys)
-        more_codes = codes_on(codes, ids, more, len(self._key_ids))
+        settled = self._committed_rows()
+        if settled:
+            # A committed row's code is its row, found by its id; the other rows are few.
+            more_codes = self._committed_row_of(settled)[more].astype(np.intp)
+            rest = np.flatnonzero(more_codes < 0)
+            if len(rest):
+                more_codes[rest] = codes_on(codes[settled:], ids[settled:], more[rest], len(self._key_ids), settled)
+        else:
+            more_codes = codes_on(codes, ids, more, len(self._key_ids))
         return np.concatenate([ids[start:], more]), np.concatenate([codes[start:], more_codes])
+
+    def _committed_row_of(self, settled: int) -> np.ndarray:
+        """The row of each id among the ``settled`` committed rows, -1 for the other
+        ids, by id. Kept between batches, which add committed rows only after those
+        there are (``_set_ids``), and extended by those added: a batch finds its keys'
+        rows without a pass over the table's. A copy finds its own (``copy``): its
+        committed rows may hold other keys than this table's; the table a savepoint
+        gives back and one handed over share it, as they share the committed rows."""
+        row_of, covered = self._committed_ids
+        if covered > settled:
+            row_of, covered = _NO_COMMITTED_IDS
+        if len(row_of) < len(self._key_ids):
+            grown = np.full(max(len(self._key_ids), 2 * len(row_of)), -1, dtype=np.int32)
+            grown[:len(row_of)] = row_of
+            row_of = grown
+        row_of[self._row_ids()[covered:settled]] = np.arange(covered, settled, dtype=np.int32)
+        self._committed_ids = row_of, settled
+        return row_of
 
     # -- reading -------------------------------------------------------------------
 
@@ -593,7 +639,8 @@ class KeyedTable:
         values[changed] = changed_values[last[:old]]
         n = held + len(last) - old
         self._keys = self._keys.then(held, keys[last[old:]], keys[:0])
-        self._ids, self.values = self._then("_ids", held, new_ids), values
+        self._set_ids(self._then("_ids", held, new_ids), held)
+        self.values = values
         self._codes = self._then("_codes", held, np.arange(held, n, dtype=np.intp))
         self.buckets = self._then("buckets", held, np.full(n - held, COMMITTED, dtype=np.int64))
         if self._touched is not None:
@@ -713,7 +760,7 @@ class KeyedTable:
         # The committed rows of new keys grow the column's head (``state.key_column``).
         moved_keys, new_committed = self.keys_at(moved), int(committed.sum())
         self._keys = self._keys.then(settled, moved_keys[:new_committed], moved_keys[new_committed:])
-        self._ids = self._then("_ids", settled, ids[moved])
+        self._set_ids(self._then("_ids", settled, ids[moved]), settled)
         self.buckets = self._then("buckets", settled, row_buckets[first[order]])
         # Keys of the tail that no settled row holds are numbered again, by their first
         # appearance in the new order.
@@ -731,7 +778,7 @@ class KeyedTable:
         if self._codes is not None:
             self._codes = self._codes[rows] if first else self._codes_of(rows)
         if self._ids is not None:
-            self._ids = self._ids[rows]
+            self._set_ids(self._ids[rows], rows.stop if first else 0)
         self._keys = self._keys.first(rows.stop) if first else KeyColumn(self.keys_at(rows))
         self.buckets, self.values = self.buckets[rows], self.values[rows]
         if self.times is not None:
@@ -764,7 +811,8 @@ class KeyedTable:
         """Adds ``other``'s rows after this table's, none of them touched."""
         n = len(self)
         ids, codes = self._with(other.keys, n)
-        self._ids, self._codes = self._then("_ids", n, ids), self._then("_codes", n, codes)
+        self._set_ids(self._then("_ids", n, ids), n)
+        self._codes = self._then("_codes", n, codes)
         self._keys = self._keys.then(n, other.keys[:0], other.keys)
         self.buckets, self.values = self._then("buckets", n, other.buckets), self._then("values", n, other.values)
         self.times = self._then("times", n, other.times)

@@ -65,12 +65,17 @@ def test_pairs_number_by_first_appearance_as_pandas_does_in_slots_group_by_group
     np.testing.assert_array_equal(pair_codes(codes, n_codes, groups, n_groups), expected)
 
 
-@given(st.lists(st.integers(0, 20), max_size=40), st.lists(st.integers(0, 30), max_size=40))
-def test_codes_of_more_ids_go_on_from_the_rows_as_one_numbering_of_all(ids, more):
+@given(st.lists(st.integers(0, 20), max_size=40), st.lists(st.integers(0, 30), max_size=40),
+       st.sampled_from([31, 10**6]), st.integers(0, 3))
+def test_codes_of_more_ids_go_on_from_the_rows_as_one_numbering_of_all(ids, more, bound, before):
+    """In slots, or by sorting the rows' ids where they are few of ``bound``; the rows
+    may follow ``before`` rows of keys of their own (``first_new``)."""
     ids, more = np.array(ids, dtype=np.int64), np.array(more, dtype=np.int64)
     codes = first_appearance(ids, 31)
     expected, _ = pd.factorize(np.concatenate([ids, more]))
-    np.testing.assert_array_equal(np.concatenate([codes, codes_on(codes, ids, more, 31)]), expected)
+    np.testing.assert_array_equal(np.concatenate([codes, codes_on(codes, ids, more, bound)]), expected)
+    np.testing.assert_array_equal(codes_on(before + codes, ids, more, bound, first_new=before),
+                                  before + expected[len(ids):])
 
 
 def test_a_key_keeps_its_id_every_null_is_one_key_and_new_keys_take_the_next_ids():

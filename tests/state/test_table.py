@@ -627,6 +627,29 @@ def test_changes_roll_forward_only_the_checkpoint_they_were_taken_on():
     assert totals(first) == {"a": 1, "b": 2}
 
 
+def test_a_copy_and_its_table_commit_other_keys_in_the_same_rows_and_each_finds_its_own():
+    """A batch finds its keys' committed rows by their ids, kept from batch to batch
+    (``KeyedTable._committed_row_of``); a copy keeps its own."""
+    table = table_of()
+    apply(table, [(key, 10, 1) for key in "abcdefgh"])
+    table.checkpoint(100)
+    apply(table, [("i", 110, 1)])
+    table.checkpoint(200)
+    apply(table, [("j", 210, 1)])
+    table.checkpoint(300)
+    apply(table, [("a", 310, 1)])  # the committed rows found by id, with room for more ids
+    other = table.copy()
+    for one, key in ((table, "x"), (other, "y")):
+        apply(one, [(key, 320, 1)])
+        one.checkpoint(400)  # x, then y, committed in row 10
+        apply(one, [("a", 410, 1)])
+    for one in (table, other):
+        apply(one, [("x", 420, 10), ("y", 430, 100)])
+    held = {key: 1 for key in "bcdefghij"} | {"a": 3}
+    assert totals(table) == held | {"x": 11, "y": 100}
+    assert totals(other) == held | {"x": 10, "y": 101}
+
+
 def _as_format_3(data: bytes) -> bytes:
     """Changes to a checkpoint as format 3 wrote them: without the rows of the keys it held."""
     version, sections = codec.unpack(b"PKTB", (4,), data, "changes")
