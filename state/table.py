@@ -205,6 +205,13 @@ class KeyedTable:
     def buckets(self, buckets: np.ndarray) -> None:
         self._buckets, self._committed = buckets, None
 
+    def _then_buckets(self, settled: int, more: np.ndarray) -> None:
+        """The buckets of the first ``settled`` rows, committed ones, followed by ``more``
+        (``_then``): the committed rows are counted in ``more`` alone."""
+        self.buckets = self._then("buckets", settled, more)
+        pending = more != COMMITTED
+        self._committed = settled + (int(pending.argmax()) if pending.any() else len(more))
+
     def copy(self) -> KeyedTable:
         """A snapshot: shares the columns, which no operation writes into where a copy
         holds them (``state.rooms``)."""
@@ -372,7 +379,7 @@ class KeyedTable:
         self._keys = self._keys.then(settled, tail_keys[:0], tail_keys[first])
         self._set_ids(self._then("_ids", settled, ids[first]), settled)
         self._codes = self._then("_codes", settled, codes[first])
-        self.buckets = self._then("buckets", settled, tail_buckets[first])
+        self._then_buckets(settled, tail_buckets[first])
         self.values = self._then("values", settled, folded)
         self.times, self._touched = self._then("times", settled, newest), self._then("_touched", settled, marked)
 
@@ -489,9 +496,11 @@ class KeyedTable:
         # Every row of a wanted key: its committed row (whose code is its row), then its
         # rows after the committed ones, in the table's order; so a key's rank among the
         # wanted codes numbers the picked rows by first appearance.
-        rows = np.concatenate([wanted_codes[wanted_codes < settled], settled + np.flatnonzero(wanted[codes[settled:]])])
+        held = wanted_codes[wanted_codes < settled]
+        after = settled + np.flatnonzero(wanted[codes[settled:]])
         self._touched = np.zeros(len(self), dtype=bool)
-        return self._fold_per_key(rows, np.searchsorted(wanted_codes, codes[rows]))
+        ranks = np.concatenate([np.arange(len(held)), np.searchsorted(wanted_codes, codes[after])])
+        return self._fold_per_key(np.concatenate([held, after]), ranks)
 
     def _fold_per_key(
         self, rows: np.ndarray | slice, codes: np.ndarray | None = None
@@ -642,7 +651,7 @@ class KeyedTable:
         self._set_ids(self._then("_ids", held, new_ids), held)
         self.values = values
         self._codes = self._then("_codes", held, np.arange(held, n, dtype=np.intp))
-        self.buckets = self._then("buckets", held, np.full(n - held, COMMITTED, dtype=np.int64))
+        self._then_buckets(held, np.full(n - held, COMMITTED, dtype=np.int64))
         if self._touched is not None:
             self._touched = np.zeros(len(self), dtype=bool)
         newest = changes[-1]
@@ -761,7 +770,7 @@ class KeyedTable:
         moved_keys, new_committed = self.keys_at(moved), int(committed.sum())
         self._keys = self._keys.then(settled, moved_keys[:new_committed], moved_keys[new_committed:])
         self._set_ids(self._then("_ids", settled, ids[moved]), settled)
-        self.buckets = self._then("buckets", settled, row_buckets[first[order]])
+        self._then_buckets(settled, row_buckets[first[order]])
         # Keys of the tail that no settled row holds are numbered again, by their first
         # appearance in the new order.
         moved_codes = codes[moved]
