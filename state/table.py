@@ -845,7 +845,20 @@ class KeyedTable:
         """The rows the last checkpoint does not hold (buckets from ``checkpoint_ms`` on)
         and the table's counters, in ``encode``'s format: with that checkpoint's bytes,
         ``follow`` makes this table again (``follows_checkpoints`` says when)."""
-        return encode_rows(self, self.buckets >= self.checkpoint_ms, self.checkpoint_ms, self.emitted_ms)
+        settled = self._committed_rows()  # rows before any checkpoint
+        since = settled + np.flatnonzero(self.buckets[settled:] >= self.checkpoint_ms)
+        return encode_rows(self, since, self.checkpoint_ms, self.emitted_ms)
+
+    def _checkpoint_rows(self) -> np.ndarray | slice:
+        """The rows before the last checkpoint, those it holds: the first rows (a slice)
+        where they come first, else a mask. The committed rows are among them, and only
+        the rows after those are read."""
+        settled = self._committed_rows()
+        before = self.buckets[settled:] < self.checkpoint_ms
+        held = int(before.sum())
+        if before[:held].all():
+            return slice(0, settled + held)
+        return np.concatenate([np.ones(settled, dtype=bool), before])
 
     def decodes_as_held(self, following: bool) -> bool:
         """Whether decoding this table's ``encode`` bytes (``following``: its last
@@ -856,18 +869,16 @@ class KeyedTable:
         ``roll_forward``); so it holds where the rows before the checkpoint come first."""
         if self._touched is not None and self._touched.any():
             return False
-        before = self.buckets < self.checkpoint_ms
-        return not following or bool(before[:int(before.sum())].all())
+        return not following or isinstance(self._checkpoint_rows(), slice)
 
     def checkpointed_rows(self, in_place: bool = False) -> KeyedTable:
         """A copy holding only the rows before the last checkpoint: the checkpoint, as
         decoding it gives it where ``decodes_as_held(following=True)``, but with this
         table's late count and the time to which it emitted windows. ``in_place``: a
         copy that takes this table's place (``handover``), for a caller done with it."""
-        table, before = self.handover() if in_place else self.copy(), self.buckets < self.checkpoint_ms
-        held = int(before.sum())
+        table = self.handover() if in_place else self.copy()
         # Where they come first (``decodes_as_held``), the copy's columns are theirs.
-        table._keep(slice(0, held) if before[:held].all() else before)
+        table._keep(self._checkpoint_rows())
         return table
 
     def follow(self, since: KeyedTable) -> None:

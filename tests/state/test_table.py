@@ -1411,6 +1411,22 @@ def test_the_checkpointed_rows_are_the_checkpoint_and_go_on_apart_from_the_table
     _assert_codes_are_the_keys(checkpoint)
 
 
+def test_rows_absorbed_after_the_rows_since_the_checkpoint_are_checkpointed_rows_all_the_same():
+    """A table that absorbed another's rows (a rescale) after its rows since the
+    checkpoint: its checkpointed rows are both tables' rows before it, and the rows
+    since it both tables' rows after it, though the first do not come first."""
+    table, other = table_of(), table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 2)])
+    apply(other, [("c", 30, 4)])
+    for one, late in ((table, ("a", 150, 8)), (other, ("c", 160, 16))):
+        one.checkpoint(INTERVAL)
+        apply(one, [late])
+    table.absorb(other)
+    assert not table.decodes_as_held(following=True)
+    assert totals(table.checkpointed_rows()) == {"a": 1, "b": 2, "c": 4}
+    assert totals(decode_table(table.encode_since_checkpoint(), Sum(), INTERVAL)) == {"a": 8, "c": 16}
+
+
 def test_a_null_key_is_one_key_to_get_and_only_whether_none_or_nan():
     """``factorize_keys`` makes None and NaN one key, in different buckets too; so do
     reading one key and moving keys (a rescale moves a numeric key's null as NaN)."""
