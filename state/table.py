@@ -231,6 +231,7 @@ class KeyedTable:
         back."""
         settled, checkpoint_ms = self._committed_rows(), self.checkpoint_ms
         table = copy.copy(self)
+        table._committed_ids = _NO_COMMITTED_IDS  # the table may commit rows (absorb) after it
         aside = {name: column[settled:].copy() for name in _COLUMNS if (column := getattr(self, name)) is not None}
 
         def back() -> KeyedTable:
@@ -451,9 +452,9 @@ class KeyedTable:
         """The row of each id among the ``settled`` committed rows, -1 for the other
         ids, by id. Kept between batches, which add committed rows only after those
         there are (``_set_ids``), and extended by those added: a batch finds its keys'
-        rows without a pass over the table's. A copy finds its own (``copy``): its
-        committed rows may hold other keys than this table's; the table a savepoint
-        gives back and one handed over share it, as they share the committed rows."""
+        rows without a pass over the table's. A copy, and the table a savepoint gives
+        back, find their own (``copy``): their committed rows may hold other keys than
+        this table's; one handed over shares it, as it takes the table's place."""
         row_of, covered = self._committed_ids
         if covered > settled:
             row_of, covered = _NO_COMMITTED_IDS

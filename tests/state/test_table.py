@@ -650,6 +650,27 @@ def test_a_copy_and_its_table_commit_other_keys_in_the_same_rows_and_each_finds_
     assert totals(other) == held | {"x": 10, "y": 101}
 
 
+def test_the_table_a_savepoint_gives_back_finds_no_key_by_the_rows_committed_after_it():
+    """Absorbed keys are committed rows without a checkpoint: the table given back
+    holds none of them, and a batch finds none of its keys there."""
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 20, 1)])
+    table.checkpoint(100)
+    apply(table.copy(), [("x", 110, 1)])  # x takes an id of the keys the copies share
+    apply(table, [("a", 110, 1)])
+    table.checkpoint(200)
+    other = table_of()
+    apply(other, [("x", 50, 1)])
+    for t in (100, 200):
+        other.checkpoint(t)
+    back = table.savepoint()
+    table.absorb(other)  # x committed in row 2
+    apply(table, [("a", 210, 1)])  # x's committed row found by its id
+    table = back()
+    apply(table, [("y", 220, 5), ("x", 230, 5)])
+    assert totals(table) == {"a": 2, "b": 1, "y": 5, "x": 5}
+
+
 def _as_format_3(data: bytes) -> bytes:
     """Changes to a checkpoint as format 3 wrote them: without the rows of the keys it held."""
     version, sections = codec.unpack(b"PKTB", (4,), data, "changes")
