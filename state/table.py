@@ -412,14 +412,17 @@ class KeyedTable:
     def _row_ids(self) -> np.ndarray:
         """The ids of the rows' keys, kept until the rows change."""
         if self._ids is None:
-            self._ids = self._key_ids.of(self.keys)
+            self._ids = self._key_ids.of(self.keys, distinct=self._committed_rows() == len(self))
         return self._ids
 
     def _key_codes(self) -> np.ndarray:
         """The rows' key codes (their ids numbered by first appearance), kept until the
         rows change."""
         if self._codes is None:
-            self._codes = first_appearance(self._row_ids(), len(self._key_ids))
+            if self._committed_rows() == len(self):  # one row a key: a row's code is its row
+                self._codes = np.arange(len(self))
+            else:
+                self._codes = first_appearance(self._row_ids(), len(self._key_ids))
         return self._codes
 
     def _codes_of(self, rows: np.ndarray | slice) -> np.ndarray:

@@ -126,6 +126,23 @@ def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects
     assert ids.keys().tolist() == list(dict.fromkeys(key for batch in batches for key in batch))
 
 
+@pytest.mark.parametrize("keys", ["distinct", "colliding hashes", "repeated"])
+def test_string_ids_of_keys_said_distinct_are_those_of_any_keys(keys, monkeypatch):
+    # Keys said distinct are indexed at once, unless two share a hash: then, and where
+    # they are not distinct after all, as any keys are.
+    first = [f"k{i}" for i in range(3000)]
+    if keys == "colliding hashes":
+        monkeypatch.setattr(state.key_codes, "_hashes",
+                            lambda keys: np.array([hash(key) % 2999 for key in keys], dtype=np.int64))
+    if keys == "repeated":
+        first += first[:10]
+    batches = [first, [f"k{i}" for i in range(0, 3030, 3)]]
+    ids = StringIds()
+    got = [ids.of(np.array(batch, dtype=object), distinct=i == 0).tolist() for i, batch in enumerate(batches)]
+    assert (got, len(ids)) == object_ids(batches)
+    assert ids.keys().tolist() == list(dict.fromkeys(key for batch in batches for key in batch))
+
+
 def test_string_ids_pickle_and_copy_as_the_ids_they_hold():
     ids = StringIds()
     ids.of(np.array(["b", "a", "b"], dtype=object))
