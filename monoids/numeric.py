@@ -113,6 +113,13 @@ class _Numeric(Monoid):
             raise MonoidValueError(f"{self!r} cannot take NaN{at}")
         return value
 
+    def present_column(self, column: np.ndarray) -> np.ndarray:
+        """The column itself, where a number presents as itself (``present`` is not
+        overridden): a micro-batch's results are not walked one by one in Python."""
+        if type(self).present is Monoid.present:
+            return column.astype(self.result_dtype, copy=False)
+        return super().present_column(column)
+
     def column(self, values, where: str = "") -> np.ndarray:
         if isinstance(values, np.ndarray) and values.dtype == self.dtype:
             if self.kind is float and np.isnan(values).any():

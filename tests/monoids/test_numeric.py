@@ -97,3 +97,21 @@ def test_float_sum_equivalence_tolerates_rounding_but_not_real_differences():
     assert not s.equivalent(1.0, 1.001)
     assert s.equivalent(1.0, 1.001, rel_tol=0.01)
     assert not Sum(int).equivalent(1, 2)
+
+
+def test_numbers_present_as_their_column_unless_present_is_overridden():
+    column = np.array([3, -1, 2**62], dtype=np.int64)
+    for monoid in (Sum(), Count(), Max(), Sum(float)):
+        held = monoid.column(column.tolist() if monoid.dtype == np.int64 else [0.5, 1.5])
+        shown = monoid.present_column(held)
+        assert shown.dtype == monoid.result_dtype and shown.tolist() == [monoid.present(v) for v in held.tolist()]
+
+    class Halved(Sum):
+        def __init__(self):
+            super().__init__()
+            self.result_dtype = np.dtype(np.float64)
+
+        def present(self, value):
+            return value / 2
+
+    assert Halved().present_column(column[:2]).tolist() == [1.5, -0.5]
