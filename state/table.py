@@ -209,8 +209,7 @@ class KeyedTable:
         """The buckets of the first ``settled`` rows, committed ones, followed by ``more``
         (``_then``): the committed rows are counted in ``more`` alone."""
         self.buckets = self._then("buckets", settled, more)
-        pending = more != COMMITTED
-        self._committed = settled + (int(pending.argmax()) if pending.any() else len(more))
+        self._committed = settled + _leading_committed(more)
 
     def copy(self) -> KeyedTable:
         """A snapshot: shares the columns, which no operation writes into where a copy
@@ -321,8 +320,7 @@ class KeyedTable:
         place. Their keys are the first, so their codes are their rows. Counted once
         for each column of buckets (a batch asks several times)."""
         if self._committed is None:
-            pending = self._buckets != COMMITTED
-            self._committed = int(pending.argmax()) if pending.any() else len(pending)
+            self._committed = _leading_committed(self._buckets)
         return self._committed
 
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
@@ -917,6 +915,12 @@ class KeyedTable:
     def encode(self) -> bytes:
         """The whole table, including rows after the last checkpoint and the counters."""
         return encode_rows(self, np.ones(len(self), dtype=bool), self.checkpoint_ms, self.emitted_ms)
+
+
+def _leading_committed(buckets: np.ndarray) -> int:
+    """How many of ``buckets`` are ``COMMITTED`` before the first that is not."""
+    pending = buckets != COMMITTED
+    return int(pending.argmax()) if pending.any() else len(pending)
 
 
 def _differ(keys: np.ndarray, others: np.ndarray) -> bool:
