@@ -228,7 +228,7 @@ class StringIds:
         if len(index) < len(hashes):
             return False
         self._append(keys)
-        self._index = index
+        self._index, self._apart = index, {}  # none apart: of a batch that failed, if any
         return True
 
     def _add(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:

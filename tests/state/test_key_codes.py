@@ -184,15 +184,17 @@ def test_string_ids_that_fail_part_way_through_new_keys_are_as_they_were(failing
     assert ids.of(new[::-1]).tolist() == list(range(300, 300 + len(new)))
 
 
-def test_string_ids_that_failed_holding_their_first_keys_take_new_keys_afresh(monkeypatch):
+@pytest.mark.parametrize("distinct", [False, True], ids=["any keys", "keys said distinct"])
+def test_string_ids_that_failed_holding_their_first_keys_take_new_keys_afresh(distinct, monkeypatch):
     # One hash for all: the first keys are told apart by key, then not held; the keys
     # after them are indexed afresh, the failed ones forgotten.
     monkeypatch.setattr(state.key_codes, "_hashes", lambda keys: np.full(len(keys), 7, dtype=np.int64))
     ids = StringIds()
 
-    with monkeypatch.context() as failing:
-        failing.setattr(StringIds, "_append", _out_of_memory)
+    append = StringIds._append
+    with monkeypatch.context() as failing:  # holding no keys (an index built again) does not fail
+        failing.setattr(StringIds, "_append", lambda ids, keys: _out_of_memory() if len(keys) else append(ids, keys))
         with pytest.raises(MemoryError):
             ids.of(np.array(["a", "b"], dtype=object))
-    assert [ids.of(np.array([key], dtype=object)).tolist() for key in "cbe"] == [[0], [1], [2]]
+    assert [ids.of(np.array([key], dtype=object), distinct).tolist() for key in "cbe"] == [[0], [1], [2]]
     assert ids.keys().tolist() == ["c", "b", "e"]
