@@ -114,9 +114,10 @@ class _Numeric(Monoid):
         return value
 
     def present_column(self, column: np.ndarray) -> np.ndarray:
-        """The column itself, where a number presents as itself (``present`` is not
-        overridden): a micro-batch's results are not walked one by one in Python."""
-        if type(self).present is Monoid.present:
+        """The column itself, where a number presents as itself (neither ``present`` nor
+        ``values`` is overridden): a micro-batch's results are not walked one by one in
+        Python."""
+        if type(self).present is Monoid.present and type(self).values is Monoid.values:
             return column.astype(self.result_dtype, copy=False)
         return super().present_column(column)
 

@@ -106,12 +106,18 @@ def test_numbers_present_as_their_column_unless_present_is_overridden():
         shown = monoid.present_column(held)
         assert shown.dtype == monoid.result_dtype and shown.tolist() == [monoid.present(v) for v in held.tolist()]
 
-    class Halved(Sum):
+    class ReadAsFloats(Sum):
         def __init__(self):
             super().__init__()
             self.result_dtype = np.dtype(np.float64)
 
+    class Halved(ReadAsFloats):
         def present(self, value):
             return value / 2
 
+    class InUnits(ReadAsFloats):  # cents held, units read
+        def values(self, column):
+            return (column / 100).tolist()
+
     assert Halved().present_column(column[:2]).tolist() == [1.5, -0.5]
+    assert InUnits().present_column(np.array([150, 250])).tolist() == [1.5, 2.5]
