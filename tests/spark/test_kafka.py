@@ -23,7 +23,7 @@ import pytest
 
 from crash_harness import Crasher
 from jvm_servers import kafka_connector
-from kafka_topics import Topic, spread
+from kafka_topics import Topic, committed, new_topic, newest_values, spread
 from persistent.storage.faults import CrashPoint
 from persistent.storage.clock_store import ClockStore
 from persistent.storage.fs import LocalFileSystem
@@ -61,12 +61,20 @@ def topic(kafka_broker) -> Topic:
     return Topic(kafka_broker.bootstrap)
 
 
-def test_killed_at_every_crash_point_then_path_a(tmp_path, topic):
+def test_killed_at_every_crash_point_then_path_a_writes_each_count_once_to_kafka(tmp_path, topic, kafka_broker):
+    """Kafka in and out: the results topic, read committed, holds each key's count once."""
     topic.write(spread(1, 3_000, 4))
-    crasher = Crasher("count", kafka_args(tmp_path, topic), tmp_path, submit=SUBMIT)
+    results = new_topic(kafka_broker.bootstrap, "results", 2)
+    args = kafka_args(tmp_path, topic)
+    args[args.index("--output") + 1] = f"kafka://{kafka_broker.bootstrap}/{results}"
+    crasher = Crasher("count", args, tmp_path, submit=SUBMIT)
     for point in CrashPoint:
         crasher.crash_at(point, 2)
-    finish(crasher, tmp_path, topic, "A")
+    final = crasher.run()
+    assert final.returncode == 0, final.log
+    assert "recovery path A" in final.log, final.log
+    assert newest_values(committed(kafka_broker.bootstrap, results)) == topic.written, f"seed {crasher.seed}"
+    assert_clock_names_durable_checkpoints(tmp_path)
 
 
 def test_path_b_rewinds_every_partition_by_timestamp_even_one_without_records_after_the_clock(tmp_path, topic):

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from kafka_topics import Results, committed, new_topic, newest_values
+from kafka_topics import Results, committed, new_topic
 from persistent.core.errors import ConfigError, OutputError, RestartRefusedError, SetupError
 from persistent.sinks import kafka as kafka_sink
 from persistent.sinks.base import BatchId
@@ -135,21 +135,3 @@ def test_an_unknown_topic_an_unreachable_broker_and_a_bad_uri_are_refused_in_one
     with pytest.raises(ConfigError, match="acks are not producer options"):
         sink_from_uri("kafka://127.0.0.1:9092/t?acks=all")
 
-
-def test_the_count_example_killed_at_every_crash_point_writes_each_micro_batch_once(tmp_path, kafka_broker, topic):
-    from crash_harness import Crasher
-    from kafka_topics import Topic, spread
-    from test_kafka import SUBMIT, kafka_args
-
-    from persistent.storage.faults import CrashPoint
-
-    source = Topic(kafka_broker.bootstrap)
-    source.write(spread(1, 3_000, 4))
-    args = kafka_args(tmp_path, source)
-    args[args.index("--output") + 1] = f"kafka://{kafka_broker.bootstrap}/{topic}"
-    crasher = Crasher("count", args, tmp_path, submit=SUBMIT)
-    for point in CrashPoint:
-        crasher.crash_at(point, 2)
-    final = crasher.run()
-    assert final.returncode == 0, final.log
-    assert newest_values(committed(kafka_broker.bootstrap, topic)) == source.written, f"seed {crasher.seed}"
