@@ -323,6 +323,10 @@ class KeyedTable:
             self._committed = _leading_committed(self._buckets)
         return self._committed
 
+    def _one_row_a_key(self) -> bool:
+        """Whether every row is a committed row: the keys are distinct, a row's code is its row."""
+        return self._committed_rows() == len(self)
+
     def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
         """Starts from ``zero()`` each key that a message of the batch restarts
         (``state.expiry.restarts``): drops such a key's rows and returns which messages
@@ -410,14 +414,14 @@ class KeyedTable:
     def _row_ids(self) -> np.ndarray:
         """The ids of the rows' keys, kept until the rows change."""
         if self._ids is None:
-            self._ids = self._key_ids.of(self.keys, distinct=self._committed_rows() == len(self))
+            self._ids = self._key_ids.of(self.keys, distinct=self._one_row_a_key())
         return self._ids
 
     def _key_codes(self) -> np.ndarray:
         """The rows' key codes (their ids numbered by first appearance), kept until the
         rows change."""
         if self._codes is None:
-            if self._committed_rows() == len(self):  # one row a key: a row's code is its row
+            if self._one_row_a_key():
                 self._codes = np.arange(len(self))
             else:
                 self._codes = first_appearance(self._row_ids(), len(self._key_ids))
