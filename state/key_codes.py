@@ -118,6 +118,11 @@ class KeyIds:
         """How many ids there are: every id is below this."""
         return len(self._strings) if self._strings is not None else self._factorizer.get_count()
 
+    @property
+    def strings_only(self) -> bool:
+        """Whether every key met is a string (as when none is)."""
+        return self._strings is not None
+
     def of(self, keys: np.ndarray, distinct: bool = False) -> np.ndarray:
         """The ids of ``keys``, giving new keys the next ones; ``distinct``: no key comes
         twice (a table's committed rows), which makes indexing them cheaper. A key that

@@ -56,11 +56,14 @@ class SessionTable(KeyedTable):
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
         ids, key_codes = self._with(keys[table_rows:])
+        self._take_kinds(keys[table_rows:], key_codes, 0)
         order, _, first, self.values, self.times = self._fold_chains(
             (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),
             join_columns([self.values, column]),
         )
+        kinds = self._key_kinds  # of the keys held and the new ones (``_take_kinds``)
         self.keys, self.buckets = keys[order][first], starts[order][first]
+        self._key_kinds = kinds
         # The segments are sorted by key code first, so their codes, rising, are numbered
         # by first appearance.
         self._ids, self._codes = ids[order][first], key_codes[order][first]

@@ -4,7 +4,8 @@ A task (on Spark, a key group) owns thousands of keys. Keeping one Python object
 per key would make every micro-batch pay per-key interpreter cost; the table keeps
 three aligned columns instead, one row per (key, bucket):
 
-- ``keys``: the message keys (strings or integers);
+- ``keys``: the message keys, of one kind (strings, bytes or numbers; ``state.key_kinds``),
+  beside the null key;
 - ``buckets``: event-time buckets, ``ts // bucket_ms * bucket_ms``;
 - ``values``: a monoid column (see ``monoids.base``), the fold of the bucket's messages.
 
@@ -80,6 +81,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, distinct_below, first_appearance, first_rows, pair_codes
 from state.key_column import KeyColumn
+from state.key_kinds import dtype_kinds, kinds_of, refusal, union
 from state.rooms import Rooms
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
@@ -174,6 +176,9 @@ class KeyedTable:
     @keys.setter
     def keys(self, keys: np.ndarray) -> None:
         self._keys = KeyColumn(keys)
+        #: The kinds of the keys held (``state.key_kinds``), or more: a kind whose keys
+        #: all went stays until keys of another kind come (``_admitted``); None: not known.
+        self._key_kinds = () if not len(keys) else None
 
     def keys_at(self, rows: np.ndarray | slice) -> np.ndarray:
         """The keys of ``rows`` (a mask, indices or a slice), without the others'."""
@@ -268,7 +273,8 @@ class KeyedTable:
         millions costs a random read of each.
 
         ``values`` are monoid values (a column or any sequence ``monoid.column``
-        accepts). A bad value raises before anything is applied. Late messages are
+        accepts). A bad value raises before anything is applied, and so do keys new to
+        the table of another kind than its keys (``state.key_kinds``). Late messages are
         counted in ``late_count`` and skipped.
         """
         timestamps_ms = np.asarray(timestamps_ms)
@@ -304,6 +310,7 @@ class KeyedTable:
         Returns the keys touched, if ``touched``."""
         table_rows, settled = len(self), self._committed_rows()
         ids, codes = self._with(keys, settled)
+        self._take_kinds(keys, codes, settled)
         self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
                         timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
         taken = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows - settled:]), settled)) if touched else None
@@ -335,7 +342,9 @@ class KeyedTable:
         A restart may drop rows the pending checkpoint would hold, but every replay from
         that checkpoint meets the restarting message again, and drops whatever it rebuilt
         of the key before it."""
-        kept, fresh = restarts(self._with(keys)[1], self.times, timestamps_ms, self.ttl_ms)
+        codes = self._with(keys)[1]
+        self._take_kinds(keys, codes, 0)
+        kept, fresh = restarts(codes, self.times, timestamps_ms, self.ttl_ms)
         if kept is not None:
             self._keep(kept)
         return fresh
@@ -470,6 +479,43 @@ class KeyedTable:
         row_of[self._row_ids()[covered:settled]] = np.arange(covered, settled, dtype=np.int32)
         self._committed_ids = row_of, settled
         return row_of
+
+    def _take_kinds(self, keys: np.ndarray, codes: np.ndarray, start: int) -> None:
+        """Refuses the batch of ``keys`` (``StateValueError``) where the keys it brings, those
+        the table does not hold, are of another kind than the table's or of two
+        (``state.key_kinds``); else notes their kind. ``codes`` are what ``_with(keys,
+        start)`` gave, just before: the ids of every key held and of the batch's are
+        known, so a table whose ids are all of strings checks nothing. Else a batch of
+        a numpy dtype of the table's kind checks nothing either, and the others look at
+        their new keys only."""
+        if self._key_ids.strings_only:
+            self._key_kinds = ("str",)
+            return
+        if self._key_kinds is not None and dtype_kinds(keys) == self._key_kinds:
+            return
+        held = len(self) - start  # the codes of the rows from ``start``, then the batch's
+        settled = self._committed_rows()
+        # A key held has the code of its committed row or of a row after them; new keys
+        # take the codes after those (``codes_on``).
+        new = codes[held:] >= max(settled, int(codes[settled - start:held].max(initial=-1)) + 1)
+        new = keys if new.all() else keys[new]  # a batch of new keys alone is not copied
+        if len(new):
+            self._key_kinds = self._admitted(kinds_of(new), new, "this update")
+
+    def _admitted(self, brought: tuple[str, ...], keys: np.ndarray, what: str) -> tuple[str, ...]:
+        """The kinds of the table's keys with ``keys``, new to it, of kinds ``brought``,
+        which ``what`` brings; ``StateValueError`` if they are more than one. The kinds
+        noted are looked up again (a pass over the keys) where they are not known or
+        differ from ``brought``: keys of theirs may have gone. Null keys alone change nothing."""
+        if not brought:
+            return self._key_kinds
+        held = self._key_kinds
+        if held is None or not set(held) <= set(brought):
+            held = self._key_kinds = kinds_of(self.keys)
+        kinds = union(held, brought)
+        if len(kinds) > 1:
+            raise StateValueError(refusal(what, brought, held, keys))
+        return kinds
 
     # -- reading -------------------------------------------------------------------
 
@@ -654,6 +700,7 @@ class KeyedTable:
         values[changed] = changed_values[last[:old]]
         n = held + len(last) - old
         self._keys = self._keys.then(held, keys[last[old:]], keys[:0])
+        self._key_kinds = union(self._key_kinds, *(one._key_kinds for one in changes))
         self._set_ids(self._then("_ids", held, new_ids), held)
         self.values = values
         self._codes = self._then("_codes", held, np.arange(held, n, dtype=np.intp))
@@ -813,13 +860,16 @@ class KeyedTable:
 
     def absorb(self, other: KeyedTable) -> None:
         """Adds ``other``'s rows, whose keys this table does not hold, checkpointed at the
-        same time (for moving keys from other tables)."""
+        same time (for moving keys from other tables); keys of another kind than this
+        table's are refused (``state.key_kinds``) before anything is added."""
         if (other.checkpoint_ms, other.emitted_ms) != (self.checkpoint_ms, self.emitted_ms):
             raise StateValueError(
                 f"cannot absorb a table checkpointed at {other.checkpoint_ms} ms (windows emitted to "
                 f"{other.emitted_ms} ms) into one at {self.checkpoint_ms} ms ({self.emitted_ms} ms)"
             )
+        kinds = self._admitted(kinds_of(other.keys), other.keys, "the table absorbed")
         self._append(other)
+        self._key_kinds = kinds
         self.late_count += other.late_count
 
     def _append(self, other: KeyedTable) -> None:
@@ -829,6 +879,7 @@ class KeyedTable:
         self._set_ids(self._then("_ids", n, ids), n)
         self._codes = self._then("_codes", n, codes)
         self._keys = self._keys.then(n, other.keys[:0], other.keys)
+        self._key_kinds = union(self._key_kinds, other._key_kinds)
         self.buckets, self.values = self._then("buckets", n, other.buckets), self._then("values", n, other.values)
         self.times = self._then("times", n, other.times)
         if self._touched is not None:
@@ -909,6 +960,7 @@ class KeyedTable:
                 f"checkpoint at {timestamp_ms} holds the state at {restored.checkpoint_ms}"
             )
         self._keys, self.buckets, self.values = restored._keys, restored.buckets, restored.values
+        self._key_kinds = restored._key_kinds
         self.times, self._touched = restored.times, restored._touched
         self._ids, self._codes = restored._ids, restored._codes
         self.checkpoint_ms, self.emitted_ms = timestamp_ms, restored.emitted_ms

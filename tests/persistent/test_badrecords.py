@@ -146,6 +146,30 @@ def test_an_update_refused_by_the_state_names_the_key_and_time_and_drops_its_mes
     assert "timestamp of key 'c' at timestamp -4 must be in [0, 2**63) ms" in time
 
 
+def test_a_message_whose_key_is_of_another_kind_than_the_groups_keys_is_a_bad_record():
+    tester = TaskTester(PassValues(), checkpoint_interval_ms=100, bad_records=BadRecords.DEAD_LETTER)
+    tester.send([("a", 1, 1)])
+    assert tester.send([("b", 2, 2), (b"a", 3, 4), (5, 4, 8), ("a", 5, 16)]) == 2
+    assert [bad.record for bad in tester.dead_letters] == [
+        '{"key":"b\'a\'","timestamp":3,"value":4}', '{"key":5,"timestamp":4,"value":8}']
+    assert [bad.reason.split(";")[0] for bad in tester.dead_letters] == [
+        "keys of one table must be of one kind: this update brings bytes keys (b'a') to a table of str keys",
+        "keys of one table must be of one kind: this update brings numeric keys (5) to a table of str keys"]
+    tester.advance_watermark(100)
+    restored = tester.restore(100)
+    assert (restored.peek("a"), restored.peek("b"), restored.peek(b"a")) == (17, 2, 0)
+
+
+def test_a_key_of_another_kind_fails_a_job_that_fails_on_bad_records_and_changes_no_state():
+    tester = TaskTester(PassValuesPerMessage())
+    tester.send([("a", 1, 1)])
+    before = state_of(tester)
+    with pytest.raises(BadRecordError, match=r"brings bytes keys \(b'a'\) to a table of str keys") as failed:
+        tester.send([("b", 2, 2), (b"a", 3, 4)])
+    assert failed.value.record.record == '{"key":"b\'a\'","timestamp":3,"value":4}'
+    assert state_of(tester) == before
+
+
 def test_a_value_the_monoid_refuses_fails_a_job_that_fails_on_bad_records():
     tester = TaskTester(PassValues(Sum(float)))
     with pytest.raises(BadRecordError, match="cannot take NaN"):

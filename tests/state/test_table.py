@@ -144,10 +144,12 @@ def test_touched_totals_gather_the_keys_of_every_update_since_the_last_take():
 
 
 def test_update_takes_plain_lists_and_numpy_keys():
-    table = table_of()
+    table, numbered = table_of(), table_of()
     table.update(["x", "y"], [1, 2], [3, 4])
-    table.update(np.array([7, 7]), np.array([5, 6], dtype=np.int32), np.array([1, 2]))
-    assert totals(table) == {"x": 3, "y": 4, 7: 3}
+    table.update(np.array(["x", "z"]), np.array([5, 6], dtype=np.int32), np.array([1, 2]))
+    numbered.update(np.array([7, 7]), np.array([5, 6], dtype=np.int32), np.array([1, 2]))
+    numbered.update([8, 7], [7, 8], [4, 8])
+    assert totals(table) == {"x": 4, "y": 4, "z": 2} and totals(numbered) == {7: 11, 8: 4}
 
 
 def test_update_takes_a_frames_columns_and_returns_the_keys_touched_once_each_in_order():
@@ -1046,9 +1048,9 @@ def test_keys_moved_into_another_table_keep_their_windows_exactly():
 
 def test_keys_of_a_list_are_moved_as_they_are_and_absorbed_with_their_late_counts():
     table = table_of()
-    apply(table, [("x", 10, 1), (7, 20, 2), ("7", 30, 4)])
-    moved = table.only(["x", 7])  # a list: 7 stays an int, not the key "7"
-    assert totals(moved) == {"x": 1, 7: 2} == totals(table, ["x", 7])
+    apply(table, [(8, 10, 1), (7, 20, 2), (9, 30, 4)])
+    moved = table.only(["8", 7])  # a list: 7 stays an int, "8" a string, not the key 8
+    assert totals(moved) == {7: 2} == totals(table, ["8", 7])
     late, more_late = table_of(), table_of()
     for one, count in ((late, 2), (more_late, 3)):
         one.checkpoint(100)
@@ -1248,10 +1250,11 @@ def _key_id(key) -> str:
 _null = st.one_of(st.none(), st.just(float("nan")))
 
 
-@given(st.lists(st.tuples(st.one_of(st.sampled_from(["a", "b", "c", "d"]), _null, st.integers(0, 2)),
-                          st.integers(0, 30)), min_size=1, max_size=40),
+@given(st.sampled_from([st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 2)]).flatmap(
+           lambda keys: st.lists(st.tuples(st.one_of(keys, _null), st.integers(0, 30)), min_size=1, max_size=40)),
        st.lists(st.one_of(st.sampled_from(["a", "b", "e"]), _null, st.integers(0, 3)), max_size=8))
 def test_totals_of_some_keys_are_those_of_all_keys_picked_in_table_order(messages, wanted):
+    """Of a table of str or of integer keys beside the null key, keys of either kind wanted."""
     table = KeyedTable(Sum(), 10)
     keys, stamps = zip(*messages)
     table.update(np.array(keys, dtype=object), np.array(stamps, dtype=np.int64), [1] * len(keys))
@@ -1493,3 +1496,128 @@ def test_a_table_of_some_keys_of_another_keeps_ids_only_for_its_own():
     assert len(part._key_ids) <= 2  # not the 5,000 of the table it came from
     apply(part, [("k3", 2, 1)])
     assert totals(part) == {"k1": 1, "k2": 1, "k3": 1}
+
+
+# -- keys of one kind ----------------------------------------------------------------
+
+
+def _held_keys(table: KeyedTable) -> list:
+    """The keys of ``table``'s checkpoint decoded, once each in their order, as ``repr``
+    (a str key and a bytes key of one text are two keys)."""
+    data = table.checkpoint(table.checkpoint_ms + INTERVAL)
+    decoded = decode_table(data, table.monoid, table.interval_ms, table.window, ttl_ms=table.ttl_ms)
+    return list(dict.fromkeys(map(repr, decoded.keys.tolist())))
+
+
+_other_kinds = {
+    "bytes-to-str": (["a", "b"], b"a", r"bytes keys \(b'a'\) to a table of str keys"),
+    "int-to-str": (["a", "b"], 1, r"numeric keys \(1\) to a table of str keys"),
+    "str-to-bytes": ([b"a", b"b"], "a", r"str keys \('a'\) to a table of bytes keys"),
+    "str-to-int": ([1, 2], "1", r"str keys \('1'\) to a table of numeric keys"),
+    "bool-to-int": ([2, 3], True, r"bool keys \(True\) to a table of numeric keys"),
+}
+
+
+@pytest.mark.parametrize("made", sorted(_tables()))
+@pytest.mark.parametrize(("held", "other", "message"), _other_kinds.values(), ids=_other_kinds.keys())
+def test_an_update_that_brings_keys_of_another_kind_is_refused_naming_both_and_changes_nothing(
+        made, held, other, message):
+    table = _tables()[made]()
+    value = (lambda i: (i,)) if isinstance(table.monoid, Concat) else int
+    apply(table, [(key, 10 + i, value(i)) for i, key in enumerate(held)])
+    table.checkpoint(INTERVAL)
+    apply(table, [(held[0], INTERVAL + 5, value(5))])
+    before = table.encode()
+    keys = np.array([held[1], other, None], dtype=object)
+    with pytest.raises(StateValueError, match=f"^keys of one table must be of one kind: this update brings {message}"):
+        table.update(keys, [INTERVAL + 6] * 3, [value(i) for i in range(3)])
+    assert table.encode() == before
+    # The table goes on with keys of its kind (and the null key), and checkpoints them as they are.
+    apply(table, [(None, INTERVAL + 7, value(7)), (held[1], INTERVAL + 8, value(8))])
+    assert _held_keys(table) == [repr(key) for key in held] + ["None"]
+
+
+def test_one_update_that_brings_keys_of_two_kinds_is_refused_whole():
+    table = table_of()
+    with pytest.raises(StateValueError, match=r"^keys of one table must be of one kind: this update brings str keys "
+                                              r"\('a'\) and bytes keys \(b'a'\)"):
+        table.update(np.array([None, "a", b"a", "b"], dtype=object), [1, 2, 3, 4], [1, 1, 1, 1])
+    assert (len(table), table.late_count) == (0, 0)
+    apply(table, [(b"a", 5, 1), (None, 6, 2), (b"b", 7, 4)])
+    assert _held_keys(table) == ["b'a'", "None", "b'b'"]
+
+
+@pytest.mark.parametrize(("held", "other", "message"), [
+    (["a"], np.array([3, 4]), r"numeric keys \(3\) to a table of str keys"),
+    ([1], np.array(["x", "y"]), r"str keys \('x'\) to a table of numeric keys"),
+    ([1], np.array([b"x"]), r"bytes keys \(b'x'\) to a table of numeric keys"),
+], ids=["int64", "unicode", "bytes"])
+def test_keys_of_another_kind_are_refused_from_a_numpy_array_of_any_dtype(held, other, message):
+    table = table_of()
+    apply(table, [(key, 10, 1) for key in held])
+    before = table.encode()
+    with pytest.raises(StateValueError, match=message):
+        table.update(other, np.full(len(other), 20), np.ones(len(other), dtype=np.int64))
+    assert table.encode() == before
+
+
+@pytest.mark.parametrize(("keys", "held"), [
+    (["a", None, "b"], ["'a'", "None", "'b'"]),
+    ([None, "a"], ["None", "'a'"]),
+    ([b"a", None, b"b"], ["b'a'", "None", "b'b'"]),
+    ([1, None, 2**60 + 1], ["1", "None", "1152921504606846977"]),
+    ([np.int64(3), 4, np.int32(5)], ["3", "4", "5"]),
+    (np.array([3, 1]), ["3", "1"]),
+    (np.array(["x", "y"]), ["'x'", "'y'"]),
+], ids=["str", "null-first", "bytes", "int", "numpy-ints", "int64", "unicode"])
+def test_keys_of_one_kind_beside_the_null_key_are_taken_in_any_batches_and_checkpointed_as_they_are(keys, held):
+    for one_by_one in (False, True):
+        table = table_of()
+        for chunk in ([keys[i:i + 1] for i in range(len(keys))] if one_by_one else [keys]):
+            table.update(chunk, np.full(len(chunk), 10), np.ones(len(chunk), dtype=np.int64))
+        assert _held_keys(table) == held
+
+
+def test_integers_and_floats_are_keys_of_one_kind():
+    # Python's equality makes 1 and 1.0 one key, and a checkpoint holds them as floats.
+    table = table_of()
+    apply(table, [(1, 10, 1), (2.5, 20, 2)])
+    apply(table, [(1.0, 30, 4), (np.float32(3), 40, 8), (2**40, 50, 16)])
+    assert totals(table) == {1: 5, 2.5: 2, 3: 8, 2**40: 16}
+    decoded = decode_table(table.checkpoint(INTERVAL), Sum(), INTERVAL)
+    assert totals(decoded) == {1: 5, 2.5: 2, 3: 8, 2**40: 16}
+
+
+def test_a_table_whose_keys_all_went_takes_keys_of_another_kind():
+    table = KeyedTable(Sum(), INTERVAL, ttl_ms=100)
+    apply(table, [("a", 10, 1), ("b", 20, 2)])
+    table.checkpoint(INTERVAL)
+    assert table.expire(500) == 2 and len(table) == 0
+    apply(table, [(b"a", 510, 4)])
+    assert totals(table) == {b"a": 4}
+    with pytest.raises(StateValueError, match=r"brings str keys \('a'\) to a table of bytes keys"):
+        apply(table, [("a", 520, 8)])
+
+
+def test_keys_of_another_kind_are_looked_up_as_unknown_keys_not_refused():
+    table = table_of()
+    apply(table, [("a", 10, 1), ("1", 20, 2)])
+    assert (table.get(b"a"), table.get(1), table.get("a")) == (0, 0, 1)
+    assert totals(table, np.array([b"a", 1, "1", None], dtype=object)) == {"1": 2}
+    assert len(table.only(np.array([b"a", 1], dtype=object))) == 0
+    apply(table, [("b", 30, 4)])
+    assert _held_keys(table) == ["'a'", "'1'", "'b'"]
+
+
+def test_a_table_of_keys_of_another_kind_is_not_absorbed_and_nothing_changes():
+    table, other, nulls = table_of(), table_of(), table_of()
+    apply(table, [("a", 10, 1)])
+    apply(other, [(None, 20, 2), (b"a", 30, 4)])
+    apply(nulls, [(None, 40, 8)])
+    before = table.encode()
+    with pytest.raises(StateValueError, match=r"^keys of one table must be of one kind: the table absorbed brings "
+                                              r"bytes keys \(b'a'\) to a table of str keys"):
+        table.absorb(other)
+    assert table.encode() == before
+    table.absorb(nulls)
+    assert _held_keys(table) == ["'a'", "None"]
