@@ -57,8 +57,9 @@ def unpack(magic: bytes, versions: Collection[int], data: bytes, what: str) -> t
 
 
 def keys_to_bytes(keys: np.ndarray) -> bytes:
-    """An Arrow IPC stream holding ``keys`` (strings, integers or None)."""
-    batch = pa.record_batch([pa.array(keys)], names=["key"])
+    """An Arrow IPC stream holding ``keys``, of one kind (strings, bytes or numbers;
+    ``state.key_kinds``) beside the null key, None or NaN, which becomes Arrow's null."""
+    batch = pa.record_batch([pa.array(keys, from_pandas=True)], names=["key"])
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)

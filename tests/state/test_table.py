@@ -1621,3 +1621,13 @@ def test_a_table_of_keys_of_another_kind_is_not_absorbed_and_nothing_changes():
     assert table.encode() == before
     table.absorb(nulls)
     assert _held_keys(table) == ["'a'", "None"]
+
+
+@pytest.mark.parametrize("keys", [["a", "b"], [b"a"], [2**60 + 1, 7], [2.5]], ids=["str", "bytes", "int", "float"])
+def test_a_nan_key_is_checkpointed_as_the_null_key_beside_keys_of_any_kind(keys):
+    table = table_of()
+    apply(table, [(float("nan"), 5, 1)] + [(key, 10 + i, 2) for i, key in enumerate(keys)])
+    decoded = decode_table(table.checkpoint(INTERVAL), Sum(), INTERVAL)
+    assert pd.isna(decoded.keys[0]) and [(type(key), key) for key in decoded.keys[1:]] == [
+        (type(key), key) for key in keys]
+    assert decoded.get(float("nan")) == decoded.get(None) == 1
