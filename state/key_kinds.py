@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pandas._libs import lib
 
 __all__ = ["kinds_of", "dtype_kinds", "union", "refusal"]
 
@@ -35,7 +34,7 @@ _DTYPES = {"i": ("numeric",), "u": ("numeric",), "f": ("numeric",), "U": ("str",
 def kinds_of(keys: np.ndarray) -> tuple[str, ...]:
     """The kinds of ``keys``, the null key left aside, in order of first appearance where
     there are several."""
-    known = _INFERRED.get(lib.infer_dtype(keys, skipna=True))
+    known = _INFERRED.get(pd.api.types.infer_dtype(keys, skipna=True))
     if known is not None:
         return known
     return tuple(dict.fromkeys(map(_kind, _not_null(keys))))
