@@ -34,7 +34,7 @@ PARTITIONS = 3
 @contextlib.contextmanager
 def broker():
     """A running Kafka broker; its ``bootstrap`` is the address of a client. Fetches the
-    servers and Spark's Kafka connector first (cached in ``.venv/jvm`` and Ivy's cache)."""
+    servers and Spark's Kafka connector first (``jvm_servers.fetch``: cached once)."""
     try:
         jvm_servers.fetch()
     except jvm_servers.ServersUnavailable as exc:

@@ -1,8 +1,9 @@
 """Real Kafka, HDFS and YARN servers for the integration tests, on loopback ports.
 
 Their jars come from Maven Central as ``tests/jvm/pom.xml`` lists them: ``fetch`` copies them
-with ``mvn`` into a cache (``.venv/jvm/`` of this checkout) and fetches again only when the
-pom, ``tests/jvm/MiniHdfs.java``, ``tests/jvm/MiniYarn.java`` or this module has changed.
+with ``mvn`` into a cache (``.venv/jvm/`` of this checkout, which every virtual environment of
+the checkout shares) and fetches again only when the pom, ``tests/jvm/MiniHdfs.java``,
+``tests/jvm/MiniYarn.java``, this module or the JDK has changed.
 
 ``KafkaBroker`` runs a single-node Kafka (KRaft: broker and controller in one process),
 ``MiniHdfs`` an HDFS NameNode with one DataNode and WebHDFS, and ``MiniYarn`` a YARN
@@ -18,8 +19,10 @@ failure message), and stops it on exit::
         hdfs.restart_namenode()
         kafka.kill(); kafka.start_again()
 
-``fetch`` also records a class data sharing archive for the tests' Spark JVMs
-(``spark_class_archive``): a run of the count example with ``spark-submit`` writes it.
+``fetch`` also resolves Spark's Kafka connector (``kafka_connector``) and records a class data
+sharing archive for the tests' Spark JVMs (``spark_class_archive``: a run of the count example
+with ``spark-submit`` writes it), into a cache of the running Python's virtual environment
+(``jvm-spark/``): these follow its pyspark.
 """
 
 from __future__ import annotations
@@ -47,9 +50,13 @@ JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
 POM = JVM_SOURCES / "pom.xml"
 #: The Hadoop servers' main classes, compiled against the jars of the pom's profile ``hadoop``.
 MINI_SERVER_SOURCES = (JVM_SOURCES / "MiniHdfs.java", JVM_SOURCES / "MiniYarn.java")
-#: In the virtual environment of the running Python (``make compat`` has one per Spark
-#: version: the archives and Spark's Kafka connector follow its pyspark), else in .venv.
-DEFAULT_CACHE = (Path(sys.prefix) if sys.prefix != sys.base_prefix else JVM_SOURCES.parents[1] / ".venv") / "jvm"
+#: The servers' jars and class archives follow the pom, the mini servers' sources and the
+#: JDK, not the pyspark: one cache for the checkout's virtual environments (``make compat``
+#: makes one per Spark version), 850 MB fetched once.
+SERVERS_CACHE = JVM_SOURCES.parents[1] / ".venv" / "jvm"
+#: Spark's Kafka connector and its JVM's class archive follow the pyspark: in the virtual
+#: environment of the running Python, else in .venv.
+SPARK_CACHE = (Path(sys.prefix) if sys.prefix != sys.base_prefix else JVM_SOURCES.parents[1] / ".venv") / "jvm-spark"
 MAVEN_CENTRAL = "https://repo.maven.apache.org"
 
 # Quick to start and small: the servers of a test handle little data.
@@ -70,63 +77,77 @@ class ServersUnavailable(RuntimeError):
 
 
 def fetch(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The directory with the servers' jars, fetched if they are missing or stale.
+    """The directory with the servers' jars (``cache_dir``, else ``SERVERS_CACHE``), fetched
+    if they are missing or stale.
 
     It has ``kafka/`` and ``hadoop/``, the jars of the pom's profiles of those names (``hadoop/``
     with ``MiniHdfs`` and ``MiniYarn`` compiled), and a class data sharing archive per server,
     which makes its JVM start faster; ``maven/``, Maven's repository for them (not ``~/.m2``: Spark's
     ``--packages`` looks there first, and fails on a pom whose jar Maven did not need).
-    It also has spark-submit fetch Spark's Kafka connector (``kafka_connector``:
-    ``--packages``, into Ivy's cache), as the Kafka tests' runs load it. Concurrent
-    calls wait for each other.
+    Spark's pieces in ``SPARK_CACHE`` are brought up to date too: spark-submit fetches Spark's
+    Kafka connector (``kafka_connector``: ``--packages``, into Ivy's cache), as the Kafka
+    tests' runs load it, and records the Spark JVMs' class archive (``spark_class_archive``).
+    Concurrent calls wait for each other.
     """
-    cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
-    cache.mkdir(parents=True, exist_ok=True)
-    sources = (POM, *MINI_SERVER_SOURCES, Path(__file__))
-    spark = _spark_version()
+    cache = Path(cache_dir) if cache_dir is not None else SERVERS_CACHE
     # A class data sharing archive serves only the JVM that wrote it, with the very jars
     # it read (the JVM compares their times and sizes): a reinstalled pyspark needs another.
-    java = subprocess.run([_java(), "-version"], capture_output=True, text=True).stderr
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources) + spark.encode()
-                            + java.encode() + _spark_jars_signature()).hexdigest()
+    java = subprocess.run([_java(), "-version"], capture_output=True, text=True).stderr.encode()
+    this = Path(__file__).read_bytes()
+    servers = b"".join(path.read_bytes() for path in (POM, *MINI_SERVER_SOURCES)) + this + java
+    _refresh(cache, servers, _fetch_servers)
+    _refresh(SPARK_CACHE, this + java + _spark_version().encode() + _spark_jars_signature(), _fetch_spark_pieces)
+    return cache
+
+
+def _refresh(cache: Path, sources: bytes, fill) -> None:
+    """Has ``fill(cache)`` fill ``cache`` again, emptied but for Maven's repository, unless it
+    was filled from the same ``sources``; under a lock, which other processes wait for."""
+    cache.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(sources).hexdigest()
     stamp = cache / "stamp"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.is_file() and stamp.read_text() == digest:
-            return cache
-        for tool, what in (("mvn", "Maven 3"), ("javac", "a JDK 17")):
-            if shutil.which(tool) is None:
-                raise ServersUnavailable(
-                    f"the real Kafka, HDFS and YARN servers need {what}: `{tool}` is not on the PATH"
-                )
-        # Everything is fetched again but Maven's repository (and the lock, held).
+            return
         for entry in cache.iterdir():
             if entry.is_dir() and entry.name != "maven":
                 shutil.rmtree(entry)
             elif entry.is_file() and entry.name != ".lock":
                 entry.unlink()
-        for profile in sorted({server.profile for server in SERVERS}):
-            _copy_dependencies(profile, cache / profile)
-        _fetch_kafka_connector(cache)
-        _compile_mini_servers(cache / MiniHdfs.profile)
-        _split_hadoop_web_entries(cache / MiniHdfs.profile)
-        for server in SERVERS:
-            server(cache_dir=cache).record_class_archive()
-        _record_spark_class_archive(cache / SPARK_ARCHIVE)
+        fill(cache)
         stamp.write_text(digest)
-    return cache
+
+
+def _fetch_servers(cache: Path) -> None:
+    for tool, what in (("mvn", "Maven 3"), ("javac", "a JDK 17")):
+        if shutil.which(tool) is None:
+            raise ServersUnavailable(
+                f"the real Kafka, HDFS and YARN servers need {what}: `{tool}` is not on the PATH"
+            )
+    for profile in sorted({server.profile for server in SERVERS}):
+        _copy_dependencies(profile, cache / profile)
+    _compile_mini_servers(cache / MiniHdfs.profile)
+    _split_hadoop_web_entries(cache / MiniHdfs.profile)
+    for server in SERVERS:
+        server(cache_dir=cache).record_class_archive()
+
+
+def _fetch_spark_pieces(cache: Path) -> None:
+    _fetch_kafka_connector(cache)
+    _record_spark_class_archive(cache / SPARK_ARCHIVE)
 
 
 #: The file name of the Spark JVMs' class data sharing archive in the cache.
 SPARK_ARCHIVE = "spark.jsa"
 
 
-def spark_class_archive(cache_dir: str | os.PathLike | None = None) -> Path | None:
+def spark_class_archive() -> Path | None:
     """The class data sharing archive of the tests' Spark JVMs (``-XX:SharedArchiveFile``),
     or None before ``fetch`` recorded it. With it a Spark JVM maps the classes Spark loads
     instead of reading and parsing them from its jars: a fifth less CPU for each
     ``spark-submit`` of a test. A JVM with another class path ignores it."""
-    archive = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE) / SPARK_ARCHIVE
+    archive = SPARK_CACHE / SPARK_ARCHIVE
     return archive if archive.is_file() else None
 
 
@@ -187,10 +208,10 @@ def _spark_jars_signature() -> bytes:
 KAFKA_CONNECTOR = "kafka-connector"
 
 
-def kafka_connector(cache_dir: str | os.PathLike | None = None) -> str:
+def kafka_connector() -> str:
     """Spark's Kafka connector for the installed pyspark, as ``--packages`` names it: the
     one ``fetch`` resolved (``_fetch_kafka_connector``), else of the installed version."""
-    resolved = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE) / KAFKA_CONNECTOR
+    resolved = SPARK_CACHE / KAFKA_CONNECTOR
     return resolved.read_text() if resolved.is_file() else _kafka_connectors()[0]
 
 
