@@ -123,14 +123,18 @@ class KeyIds:
         """Whether every key met is a string (as when none is)."""
         return self._strings is not None
 
-    def of(self, keys: np.ndarray, distinct: bool = False) -> np.ndarray:
+    def of(self, keys: np.ndarray, distinct: bool = False, admit=None) -> np.ndarray:
         """The ids of ``keys``, giving new keys the next ones; ``distinct``: no key comes
         twice (a table's committed rows), which makes indexing them cheaper. A key that
-        cannot be hashed raises, and the ids are as they were."""
+        cannot be hashed raises, and the ids are as they were. ``admit(keys)`` is called
+        before the first keys that are not all strings leave the strings' index: where it
+        raises, they do not."""
         keys = np.asarray(keys).astype(object, copy=False)
         if self._strings is not None:
             if not len(keys) or lib.is_string_array(keys, skipna=False):
                 return self._strings.of(keys, distinct)
+            if admit is not None:
+                admit(keys)
             self._factorizer = ObjectFactorizer(max(1024, len(self._strings)))
             self._factorizer.factorize(self._strings.keys())
             self._strings = None

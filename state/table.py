@@ -450,7 +450,7 @@ class KeyedTable:
         if len(self._key_ids) > 2 * len(self) + 1024:
             self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
-        more = self._key_ids.of(keys)
+        more = self._key_ids.of(keys, admit=self._admit)
         settled = self._committed_rows()
         if settled:
             # A committed row's code is its row, found by its id; the other rows are few.
@@ -501,6 +501,16 @@ class KeyedTable:
         new = keys if new.all() else keys[new]  # a batch of new keys alone is not copied
         if len(new):
             self._key_kinds = self._admitted(kinds_of(new), new, "this update")
+
+    def _admit(self, keys: np.ndarray) -> None:
+        """Refuses ``keys`` (``StateValueError``), the first batch not all of strings a table
+        whose ids are all of strings meets, where they are of two kinds, or of another
+        than the table's: before they are hashed, so the ids stay those of strings, found
+        by their strings' hashes. (Every key such a table holds is a string, so the
+        batch's keys of other kinds are new, and its null keys and strings are welcome.)"""
+        brought = kinds_of(keys)
+        if brought != ("str",):
+            self._admitted(brought, keys, "this update")
 
     def _admitted(self, brought: tuple[str, ...], keys: np.ndarray, what: str) -> tuple[str, ...]:
         """The kinds of the table's keys with ``keys``, new to it, of kinds ``brought``,

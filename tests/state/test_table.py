@@ -1479,14 +1479,23 @@ def test_ids_of_keys_a_table_dropped_go_with_a_fresh_set_so_ever_new_keys_keep_m
 
 def test_a_key_that_cannot_be_hashed_fails_its_update_and_no_two_keys_share_an_id_after():
     table = table_of()
-    apply(table, [("a", 1, 1)])
+    apply(table, [(1, 1, 1)])
     snapshot = table.copy()
     with pytest.raises(TypeError):
-        table.update(np.array(["b", ["unhashable"]], dtype=object), [2, 3], [10, 100])
+        table.update(np.array([2, ["unhashable"]], dtype=object), [2, 3], [10, 100])
     table = snapshot  # what a key group does when a batch fails
-    apply(table, [("c", 4, 1000)])
+    apply(table, [(3, 4, 1000)])
+    apply(table, [(2, 5, 10000)])
+    assert totals(table) == {1: 1, 3: 1000, 2: 10000}
+
+
+def test_a_key_that_cannot_be_hashed_is_refused_by_a_table_of_str_keys_as_of_another_kind():
+    table = table_of()
+    apply(table, [("a", 1, 1)])
+    with pytest.raises(StateValueError, match=r"brings list keys \(\['unhashable'\]\) to a table of str keys"):
+        table.update(np.array(["b", ["unhashable"]], dtype=object), [2, 3], [10, 100])
     apply(table, [("b", 5, 10000)])
-    assert totals(table) == {"a": 1, "c": 1000, "b": 10000}
+    assert totals(table) == {"a": 1, "b": 10000}
 
 
 def test_a_table_of_some_keys_of_another_keeps_ids_only_for_its_own():
@@ -1545,6 +1554,19 @@ def test_one_update_that_brings_keys_of_two_kinds_is_refused_whole():
     assert (len(table), table.late_count) == (0, 0)
     apply(table, [(b"a", 5, 1), (None, 6, 2), (b"b", 7, 4)])
     assert _held_keys(table) == ["b'a'", "None", "b'b'"]
+
+
+@pytest.mark.parametrize("other", [b"a", 1, True])
+def test_an_update_refused_before_its_keys_are_hashed_leaves_str_keys_found_as_strings(other):
+    """Keys of a table of str keys are found by their strings' hashes (``StringIds``) until
+    a key that is not a string comes; one of a batch that is refused does not count."""
+    table = table_of()
+    apply(table, [("a", 10, 1), ("b", 11, 2)])
+    with pytest.raises(StateValueError, match="^keys of one table must be of one kind"):
+        table.update(np.array(["c", other], dtype=object), [12, 13], [1, 1])
+    assert table._key_ids.strings_only
+    apply(table, [("c", 14, 4), ("a", 15, 8)])
+    assert sorted(zip(*table.totals())) == [("a", 9), ("b", 2), ("c", 4)]
 
 
 @pytest.mark.parametrize(("held", "other", "message"), [
