@@ -49,13 +49,14 @@ class SessionTable(KeyedTable):
         self.gap_ms = window.gap_ms
         self.times = np.empty(0, dtype=np.int64)
 
-    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray, touched: bool) -> np.ndarray | None:
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray, touched: bool,
+             batch_ids: np.ndarray | None = None) -> np.ndarray | None:
         """Adds each message as a segment of its own, then joins the segments of one key
         and one checkpoint interval that chain. Returns the keys touched, if ``touched``."""
         table_rows = len(self.keys)
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
-        ids, key_codes = self._with(keys[table_rows:])
+        ids, key_codes = self._with(keys[table_rows:], batch_ids=batch_ids)
         self._take_kinds(keys[table_rows:], key_codes, 0)
         order, _, first, self.values, self.times = self._fold_chains(
             (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),

@@ -298,19 +298,23 @@ class KeyedTable:
         if late:
             keys, timestamps_ms, column = keys[on_time], timestamps_ms[on_time], column[on_time]
         timestamps_ms = timestamps_ms.astype(np.int64)
+        batch_ids = None
         if self.ttl_ms is not None and len(keys):
-            fresh = self._restart(keys, timestamps_ms)
-            keys, timestamps_ms, column = keys[fresh], timestamps_ms[fresh], column[fresh]
-        taken = self._add(keys, timestamps_ms, column, touched) if len(keys) else np.empty(0, dtype=object)
+            fresh, batch_ids = self._restart(keys, timestamps_ms)
+            keys, timestamps_ms, column, batch_ids = keys[fresh], timestamps_ms[fresh], column[fresh], batch_ids[fresh]
+        taken = self._add(keys, timestamps_ms, column, touched, batch_ids) if len(keys) else np.empty(0, dtype=object)
         self.late_count += late
         return taken if touched else None
 
-    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray, touched: bool) -> np.ndarray | None:
+    def _add(self, keys: np.ndarray, timestamps_ms: np.ndarray, column: np.ndarray, touched: bool,
+             batch_ids: np.ndarray | None = None) -> np.ndarray | None:
         """Folds messages that are not late (at least one) into the table (``_fold_tail``).
-        Returns the keys touched, if ``touched``."""
+        Returns the keys touched, if ``touched``. ``batch_ids``: the keys' ids, where
+        ``_restart`` found them, and their kinds, just before."""
         table_rows, settled = len(self), self._committed_rows()
-        ids, codes = self._with(keys, settled)
-        self._take_kinds(keys, codes, settled)
+        ids, codes = self._with(keys, settled, batch_ids)
+        if batch_ids is None:
+            self._take_kinds(keys, codes, settled)
         self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
                         timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
         taken = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows - settled:]), settled)) if touched else None
@@ -334,20 +338,20 @@ class KeyedTable:
         """Whether every row is a committed row: the keys are distinct, a row's code is its row."""
         return self._committed_rows() == len(self)
 
-    def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> np.ndarray:
+    def _restart(self, keys: np.ndarray, timestamps_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Starts from ``zero()`` each key that a message of the batch restarts
         (``state.expiry.restarts``): drops such a key's rows and returns which messages
-        to apply, those from its last restart on.
+        to apply, those from its last restart on, and the ids of ``keys``.
 
         A restart may drop rows the pending checkpoint would hold, but every replay from
         that checkpoint meets the restarting message again, and drops whatever it rebuilt
         of the key before it."""
-        codes = self._with(keys)[1]
+        ids, codes = self._with(keys)
         self._take_kinds(keys, codes, 0)
         kept, fresh = restarts(codes, self.times, timestamps_ms, self.ttl_ms)
         if kept is not None:
             self._keep(kept)
-        return fresh
+        return fresh, ids[len(ids) - len(keys):]
 
     def _first_rows_of(self, codes: np.ndarray, settled: int) -> np.ndarray:
         """The first row of each key of ``codes`` (key codes), where the table starts
@@ -440,17 +444,20 @@ class KeyedTable:
         """The key codes of ``rows`` alone, numbered by their first appearance there."""
         return first_appearance(self._key_codes()[rows], len(self))
 
-    def _with(self, keys: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def _with(self, keys: np.ndarray, start: int = 0,
+              batch_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ids and key codes of the rows from ``start`` on (those before it are not
-        copied), followed by those of ``keys``: hashes only ``keys``.
+        copied), followed by those of ``keys``: hashes only ``keys``, and not even those
+        where their ids are given (``batch_ids``).
 
         Ids are never taken back, so where the table dropped most keys it met (expired,
         or in windows that closed), it hashes the keys it holds into a fresh set of ids
-        first: a stream of ever new keys keeps memory bounded."""
-        if len(self._key_ids) > 2 * len(self) + 1024:
+        first: a stream of ever new keys keeps memory bounded. (Not where the batch's
+        ids are given: they are of the set of ids it has.)"""
+        if batch_ids is None and len(self._key_ids) > 2 * len(self) + 1024:
             self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
-        more = self._key_ids.of(keys, admit=self._admit)
+        more = self._key_ids.of(keys, admit=self._admit) if batch_ids is None else batch_ids
         settled = self._committed_rows()
         if settled:
             # A committed row's code is its row, found by its id; the other rows are few.
