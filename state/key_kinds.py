@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["kinds_of", "dtype_kinds", "union", "refusal"]
+__all__ = ["kinds_of", "dtype_kinds", "union", "refusal", "unhashable"]
 
 #: The kinds of the keys that ``infer_dtype`` (nulls skipped) names; for the names not
 #: here the keys are looked at one by one.
@@ -34,6 +34,8 @@ _DTYPES = {"i": ("numeric",), "u": ("numeric",), "f": ("numeric",), "U": ("str",
 def kinds_of(keys: np.ndarray) -> tuple[str, ...]:
     """The kinds of ``keys``, the null key left aside, in order of first appearance where
     there are several."""
+    if keys.dtype.kind == "f":  # ``infer_dtype`` names a float array of NaN alone floating
+        return () if np.isnan(keys).all() else ("numeric",)
     known = _INFERRED.get(pd.api.types.infer_dtype(keys, skipna=True))
     if known is not None:
         return known
@@ -69,6 +71,18 @@ def refusal(what: str, brought: tuple[str, ...], held: tuple[str, ...], keys: np
     to = f" to a table of {' and '.join(held)} keys" if held else ""
     return (f"keys of one table must be of one kind: {what} brings {found}{to}; make them of one kind first "
             "(a checkpoint holds a table's keys in one column of one type)")
+
+
+def unhashable(keys: np.ndarray, error: TypeError) -> str:
+    """The message refusing ``keys`` that the table's hashing refused with ``error``:
+    names the first key that cannot be hashed, where one of them cannot."""
+    for key in keys:
+        try:
+            hash(key)
+        except TypeError:
+            return (f"keys must be hashable: this update brings a {type(key).__name__} key ({key!r}), "
+                    f"which is not ({error})")
+    return f"the keys of this update could not be hashed: {error}"
 
 
 def _not_null(keys: np.ndarray) -> np.ndarray:

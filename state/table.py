@@ -81,7 +81,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, distinct_below, first_appearance, first_rows, pair_codes
 from state.key_column import KeyColumn
-from state.key_kinds import dtype_kinds, kinds_of, refusal, union
+from state.key_kinds import dtype_kinds, kinds_of, refusal, unhashable, union
 from state.rooms import Rooms
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
@@ -457,7 +457,10 @@ class KeyedTable:
         if batch_ids is None and len(self._key_ids) > 2 * len(self) + 1024:
             self._key_ids, self._ids = KeyIds(), None
         ids, codes = self._row_ids(), self._key_codes()
-        more = self._key_ids.of(keys, admit=self._admit) if batch_ids is None else batch_ids
+        try:
+            more = self._key_ids.of(keys, admit=self._admit) if batch_ids is None else batch_ids
+        except TypeError as error:
+            raise StateValueError(unhashable(keys, error)) from error
         settled = self._committed_rows()
         if settled:
             # A committed row's code is its row, found by its id; the other rows are few.
