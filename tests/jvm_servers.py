@@ -53,10 +53,11 @@ MINI_SERVER_SOURCES = (JVM_SOURCES / "MiniHdfs.java", JVM_SOURCES / "MiniYarn.ja
 #: The servers' jars and class archives follow the pom, the mini servers' sources and the
 #: JDK, not the pyspark: one cache for the checkout's virtual environments (``make compat``
 #: makes one per Spark version), 850 MB fetched once.
-SERVERS_CACHE = JVM_SOURCES.parents[1] / ".venv" / "jvm"
+_CHECKOUT_VENV = JVM_SOURCES.parents[1] / ".venv"
+SERVERS_CACHE = _CHECKOUT_VENV / "jvm"
 #: Spark's Kafka connector and its JVM's class archive follow the pyspark: in the virtual
 #: environment of the running Python, else in .venv.
-SPARK_CACHE = (Path(sys.prefix) if sys.prefix != sys.base_prefix else JVM_SOURCES.parents[1] / ".venv") / "jvm-spark"
+SPARK_CACHE = (Path(sys.prefix) if sys.prefix != sys.base_prefix else _CHECKOUT_VENV) / "jvm-spark"
 MAVEN_CENTRAL = "https://repo.maven.apache.org"
 
 # Quick to start and small: the servers of a test handle little data.
