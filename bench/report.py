@@ -229,8 +229,8 @@ def _recovery(recovery: list[dict]) -> str:
 
 
 def memory_bytes_per_key(r: RunResult) -> float | None:
-    """The run's peak resident memory, the JVM's (with the executors of a local master)
-    and the Python workers', over its keys."""
+    """The run's peak resident memory, the JVMs' (the driver's, which holds the executors
+    of ``local[N]``, and those of ``local-cluster``'s) and the Python workers', over its keys."""
     if r.peak_jvm_rss_mb is None or r.peak_worker_mb is None or not r.keys:
         return None
     return (r.peak_jvm_rss_mb + r.peak_worker_mb) * 2**20 / r.keys
