@@ -152,6 +152,27 @@ class KeyIds:
             ids[nulls] = self._factorizer.factorize(np.array([self._NULL], dtype=object))[0]
         return ids
 
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The ids of ``keys`` met before, -1 for the others, which get none: a lookup
+        leaves the ids as they were (keys of other kinds than strings, never met while
+        every key met is a string, do not move them out of the strings' index). A key
+        that cannot be hashed raises ``TypeError``."""
+        keys = np.asarray(keys).astype(object, copy=False)
+        if self._strings is not None:
+            if lib.is_string_array(keys, skipna=False):
+                return self._strings.find(keys)
+            ids = np.full(len(keys), -1, dtype=np.int64)
+            strings = np.fromiter((isinstance(key, str) for key in keys), dtype=bool, count=len(keys))
+            for key in keys[~strings]:
+                hash(key)  # a key that cannot be hashed is refused whatever the table holds
+            ids[strings] = self._strings.find(keys[strings])
+            return ids
+        nulls = pd.isna(keys)
+        if nulls.any():
+            keys = keys.copy()
+            keys[nulls] = self._NULL
+        return self._factorizer.table.lookup(keys).astype(np.int64, copy=False)
+
 
 class StringIds:
     """Ids of strings, as ``KeyIds`` gives them, from a hash table (pandas'
@@ -208,6 +229,10 @@ class StringIds:
                 self._index = None  # it may hold ids of keys not added
                 raise
         return ids
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The ids of ``keys`` (strings) held, -1 for the others."""
+        return self._find(keys, _hashes(keys))
 
     def _find(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """The ids of ``keys`` whose hashes are ``hashes``; -1 for keys not held."""

@@ -73,16 +73,16 @@ def refusal(what: str, brought: tuple[str, ...], held: tuple[str, ...], keys: np
             "(a checkpoint holds a table's keys in one column of one type)")
 
 
-def unhashable(keys: np.ndarray, error: TypeError) -> str:
-    """The message refusing ``keys`` that the table's hashing refused with ``error``:
-    names the first key that cannot be hashed, where one of them cannot."""
+def unhashable(keys: np.ndarray, error: TypeError, what: str = "this update") -> str:
+    """The message refusing ``keys``, which ``what`` brings, that the table's hashing
+    refused with ``error``: names the first key that cannot be hashed, where one of them cannot."""
     for key in keys:
         try:
             hash(key)
         except TypeError:
-            return (f"keys must be hashable: this update brings a {type(key).__name__} key ({key!r}), "
+            return (f"keys must be hashable: {what} brings a {type(key).__name__} key ({key!r}), "
                     f"which is not ({error})")
-    return f"the keys of this update could not be hashed: {error}"
+    return f"the keys of {what} could not be hashed: {error}"
 
 
 def _not_null(keys: np.ndarray) -> np.ndarray:

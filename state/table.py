@@ -548,11 +548,14 @@ class KeyedTable:
 
     def _rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Which rows hold one of ``keys``, a null key (None, NaN) being one key as in
-        ``KeyIds``."""
+        ``KeyIds``; the keys not held get no ids."""
         ids = self._row_ids()
-        wanted = self._key_ids.of(keys)
+        try:
+            wanted = self._key_ids.find(keys)
+        except TypeError as error:
+            raise StateValueError(unhashable(keys, error, "this lookup")) from error
         picked = np.zeros(len(self._key_ids), dtype=bool)
-        picked[wanted] = True
+        picked[wanted[wanted >= 0]] = True
         return picked[ids]
 
     def take_touched_totals(self) -> tuple[np.ndarray, np.ndarray]:

@@ -110,6 +110,24 @@ def test_key_ids_are_those_of_a_hash_table_of_objects_before_and_after_a_key_tha
     assert (got, len(ids)) == object_ids(batches)
 
 
+#: The null keys' one key in a dict of the keys held.
+NULL_KEY = object()
+
+
+@given(st.lists(st.tuples(st.lists(KEY, max_size=100), st.lists(KEY, max_size=30)), max_size=5))
+def test_keys_found_have_the_ids_they_were_given_and_a_lookup_gives_none(batches):
+    """``find`` after each batch: the ids of the keys held, -1 for the others, and the ids
+    (their count, and whether every key is found as a string) as they were."""
+    ids, held = KeyIds(), {}
+    for batch, looked_up in batches:
+        for key, key_id in zip(batch, ids.of(np.array(batch, dtype=object)).tolist()):
+            held.setdefault(NULL_KEY if pd.isna(key) else key, key_id)
+        before = (len(ids), ids.strings_only)
+        found = ids.find(np.array(looked_up, dtype=object)).tolist()
+        assert found == [held.get(NULL_KEY if pd.isna(key) else key, -1) for key in looked_up]
+        assert (len(ids), ids.strings_only) == before
+
+
 @pytest.mark.parametrize("sizes", [(1, 4000, 0, 900, 3000), (4000, 1, 0, 900, 3000)], ids=["one first", "many first"])
 @pytest.mark.parametrize("weak", [False, True], ids=["hashes", "colliding hashes"])
 def test_string_ids_of_many_keys_in_batches_are_those_of_a_hash_table_of_objects(weak, sizes, monkeypatch):

@@ -1564,6 +1564,25 @@ def test_an_update_refused_before_its_keys_are_hashed_leaves_str_keys_found_as_s
     assert sorted(zip(*table.totals())) == [("a", 9), ("b", 2), ("c", 4)]
 
 
+@pytest.mark.parametrize("held", [["a", "b"], ["a", None, "b"], [1, 2]], ids=["strings", "with null", "numbers"])
+def test_a_lookup_gives_no_ids_to_keys_the_table_does_not_hold(held):
+    """``totals(keys)``, ``get`` and ``only`` find the keys held among any keys, of any
+    kind, and leave the ids as they were: a table of str keys keeps finding its keys by
+    their strings' hashes."""
+    table = table_of()
+    apply(table, [(key, 10 + i, i + 1) for i, key in enumerate(held)])
+    ids, strings_only = len(table._key_ids), table._key_ids.strings_only
+    asked = np.array([held[-1], "z", 7, None, 2.5, b"a"], dtype=object)
+    found = [(key, i + 1) for i, key in enumerate(held) if key in (held[-1], None)]
+    assert [(key, int(value)) for key, value in zip(*table.totals(asked))] == found
+    assert table.get("z") == 0 and table.get(held[0]) == 1
+    assert [(key, int(value)) for key, value in zip(*table.only(asked).totals())] == found
+    assert (len(table._key_ids), table._key_ids.strings_only) == (ids, strings_only)
+    with pytest.raises(StateValueError, match=r"^keys must be hashable: this lookup brings a list key"):
+        table.totals(np.array([held[0], ["a", "list"]], dtype=object))
+    assert len(table._key_ids) == ids
+
+
 @pytest.mark.parametrize(("held", "other", "message"), [
     (["a"], np.array([3, 4]), r"numeric keys \(3\) to a table of str keys"),
     ([1], np.array(["x", "y"]), r"str keys \('x'\) to a table of numeric keys"),
