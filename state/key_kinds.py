@@ -4,7 +4,8 @@ A checkpoint holds a table's keys in one Arrow column (``state.codec``), of one 
 Arrow would make str and bytes keys all bytes (two keys, ``'a'`` and ``b'a'``, one
 key twice) and cannot hold str and integer keys together. So a table refuses keys of a
 second kind where they come in (``KeyedTable.update``, ``KeyedTable.absorb``), naming
-both, rather than at its next checkpoint.
+both, rather than at its next checkpoint; also a key that Python's equality makes one
+with a key held of another kind (``True`` and ``1``), whose messages would fold into it.
 
 The kinds are ``str``, ``bytes``, ``numeric`` (integers and floats, Python's or
 numpy's: Python's equality makes ``1`` and ``1.0`` one key, and Arrow holds them in

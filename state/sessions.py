@@ -57,7 +57,7 @@ class SessionTable(KeyedTable):
         keys = np.concatenate([self.keys, keys.astype(object, copy=False)])
         starts = np.concatenate([self.buckets, timestamps_ms])
         ids, key_codes = self._with(keys[table_rows:], batch_ids=batch_ids)
-        self._take_kinds(keys[table_rows:], key_codes, 0)
+        self._take_kinds(keys[table_rows:])
         order, _, first, self.values, self.times = self._fold_chains(
             (key_codes, starts // self.interval_ms), starts, np.concatenate([self.times, timestamps_ms]),
             join_columns([self.values, column]),

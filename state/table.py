@@ -314,7 +314,7 @@ class KeyedTable:
         table_rows, settled = len(self), self._committed_rows()
         ids, codes = self._with(keys, settled, batch_ids)
         if batch_ids is None:
-            self._take_kinds(keys, codes, settled)
+            self._take_kinds(keys)
         self._fold_tail(settled, ids, codes, keys.astype(object, copy=False),
                         timestamps_ms // self.bucket_ms * self.bucket_ms, column, timestamps_ms)
         taken = self.keys_at(self._first_rows_of(pd.unique(codes[table_rows - settled:]), settled)) if touched else None
@@ -347,7 +347,7 @@ class KeyedTable:
         that checkpoint meets the restarting message again, and drops whatever it rebuilt
         of the key before it."""
         ids, codes = self._with(keys)
-        self._take_kinds(keys, codes, 0)
+        self._take_kinds(keys)
         kept, fresh = restarts(codes, self.times, timestamps_ms, self.ttl_ms)
         if kept is not None:
             self._keep(kept)
@@ -490,27 +490,20 @@ class KeyedTable:
         self._committed_ids = row_of, settled
         return row_of
 
-    def _take_kinds(self, keys: np.ndarray, codes: np.ndarray, start: int) -> None:
-        """Refuses the batch of ``keys`` (``StateValueError``) where the keys it brings, those
-        the table does not hold, are of another kind than the table's or of two
-        (``state.key_kinds``); else notes their kind. ``codes`` are what ``_with(keys,
-        start)`` gave, just before: the ids of every key held and of the batch's are
-        known, so a table whose ids are all of strings checks nothing. Else a batch of
-        a numpy dtype of the table's kind checks nothing either, and the others look at
-        their new keys only."""
+    def _take_kinds(self, keys: np.ndarray) -> None:
+        """Refuses the batch of ``keys`` (``StateValueError``) where they are of another
+        kind than the table's keys or of two (``state.key_kinds``); else notes their kind.
+        Keys held are looked at too: Python's equality makes keys of two kinds one key
+        (``True`` and ``1``, ``Decimal(2)`` and ``2``), which the ids of a batch's keys
+        would fold into the key held. A table whose ids are all of strings checks
+        nothing (a string equals strings only), nor a batch of a numpy dtype of the
+        table's kind."""
         if self._key_ids.strings_only:
             self._key_kinds = ("str",)
             return
         if self._key_kinds is not None and dtype_kinds(keys) == self._key_kinds:
             return
-        held = len(self) - start  # the codes of the rows from ``start``, then the batch's
-        settled = self._committed_rows()
-        # A key held has the code of its committed row or of a row after them; new keys
-        # take the codes after those (``codes_on``).
-        new = codes[held:] >= max(settled, int(codes[settled - start:held].max(initial=-1)) + 1)
-        new = keys if new.all() else keys[new]  # a batch of new keys alone is not copied
-        if len(new):
-            self._key_kinds = self._admitted(kinds_of(new), new, "this update")
+        self._key_kinds = self._admitted(kinds_of(keys), keys, "this update")
 
     def _admit(self, keys: np.ndarray) -> None:
         """Refuses ``keys`` (``StateValueError``), the first batch not all of strings a table

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -1519,6 +1520,10 @@ _other_kinds = {
     "str-to-bytes": ([b"a", b"b"], "a", r"str keys \('a'\) to a table of bytes keys"),
     "str-to-int": ([1, 2], "1", r"str keys \('1'\) to a table of numeric keys"),
     "bool-to-int": ([2, 3], True, r"bool keys \(True\) to a table of numeric keys"),
+    # Keys of two kinds that Python's equality makes one key: each is refused, not folded into the other.
+    "bool-equal-to-an-int": ([1, 2], True, r"bool keys \(True\) to a table of numeric keys"),
+    "int-equal-to-a-bool": ([True, False], 0, r"numeric keys \(0\) to a table of bool keys"),
+    "decimal-equal-to-an-int": ([1, 2], Decimal(2), r"Decimal keys \(Decimal\('2'\)\) to a table of numeric keys"),
 }
 
 
@@ -1587,7 +1592,8 @@ def test_a_lookup_gives_no_ids_to_keys_the_table_does_not_hold(held):
     (["a"], np.array([3, 4]), r"numeric keys \(3\) to a table of str keys"),
     ([1], np.array(["x", "y"]), r"str keys \('x'\) to a table of numeric keys"),
     ([1], np.array([b"x"]), r"bytes keys \(b'x'\) to a table of numeric keys"),
-], ids=["int64", "unicode", "bytes"])
+    ([0, 1], np.array([True, False]), r"bool keys \(True\) to a table of numeric keys"),
+], ids=["int64", "unicode", "bytes", "bool"])
 def test_keys_of_another_kind_are_refused_from_a_numpy_array_of_any_dtype(held, other, message):
     table = table_of()
     apply(table, [(key, 10, 1) for key in held])
