@@ -49,7 +49,6 @@ soak: jvm
 # `make compat SPARK=4.0.0` (CI runs the lowest; docs/testing.md). COMPAT_TESTS picks the tests.
 # Spark 4.0 and 4.1 need pyarrow<26 (persistent/runtime/spark.py).
 COMPAT_TESTS ?= tests/spark/test_crash.py::test_packed_counts_across_kills_on_path_a_path_b_and_a_rescale_are_exact \
-	tests/spark/test_window_crashes.py::test_folded_windows_across_kills_on_path_a_path_b_and_a_rescale_are_exact \
 	tests/spark/test_kafka.py::test_path_b_rewinds_every_partition_by_timestamp_even_one_without_records_after_the_clock \
 	tests/spark/test_kafka.py::test_killed_at_every_crash_point_then_path_a_writes_each_count_once_to_kafka \
 	tests/spark/test_hdfs.py::test_wordcount_on_hdfs_killed_then_path_a_and_path_b \
