@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["kinds_of", "dtype_kinds", "union", "refusal", "unhashable"]
+__all__ = ["kinds_of", "dtype_kinds", "other_kinds", "union", "refusal", "unhashable"]
 
 #: The kinds of the keys that ``infer_dtype`` (nulls skipped) names; for the names not
 #: here the keys are looked at one by one.
@@ -47,6 +47,15 @@ def dtype_kinds(keys: np.ndarray) -> tuple[str, ...] | None:
     """The kinds of the keys of a numpy array of another dtype than object, at most one
     (none for a float array of NaN alone); None for an array of objects."""
     return _DTYPES.get(keys.dtype.kind)
+
+
+def other_kinds(keys: np.ndarray, kinds: tuple[str, ...]) -> np.ndarray:
+    """Which of ``keys`` are of none of ``kinds``, the null key being of every kind: a
+    mask, one key at a time (for keys known to be of other kinds too)."""
+    keys = np.asarray(keys, dtype=object)
+    nulls = pd.isna(keys)
+    return np.fromiter((not null and _kind(key) not in kinds for key, null in zip(keys, nulls)),
+                       dtype=bool, count=len(keys))
 
 
 def union(*kinds: tuple[str, ...] | None) -> tuple[str, ...] | None:

@@ -81,7 +81,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, distinct_below, first_appearance, first_rows, pair_codes
 from state.key_column import KeyColumn
-from state.key_kinds import dtype_kinds, kinds_of, refusal, unhashable, union
+from state.key_kinds import dtype_kinds, kinds_of, other_kinds, refusal, unhashable, union
 from state.rooms import Rooms
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
@@ -541,12 +541,19 @@ class KeyedTable:
 
     def _rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Which rows hold one of ``keys``, a null key (None, NaN) being one key as in
-        ``KeyIds``; the keys not held get no ids."""
+        ``KeyIds``; the keys not held get no ids. A key of another kind than the table's
+        is not held, even where Python's equality makes it one held (``True`` and ``1``:
+        ``_take_kinds``)."""
         ids = self._row_ids()
         try:
             wanted = self._key_ids.find(keys)
         except TypeError as error:
             raise StateValueError(unhashable(keys, error, "this lookup")) from error
+        if not self._key_ids.strings_only:  # else only strings are found, which equal strings only
+            if self._key_kinds is None:
+                self._key_kinds = kinds_of(self.keys)
+            if not set(kinds_of(keys)) <= set(self._key_kinds):
+                wanted[other_kinds(keys, self._key_kinds)] = -1
         picked = np.zeros(len(self._key_ids), dtype=bool)
         picked[wanted[wanted >= 0]] = True
         return picked[ids]

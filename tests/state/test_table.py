@@ -1659,6 +1659,20 @@ def test_keys_of_another_kind_are_looked_up_as_unknown_keys_not_refused():
     assert _held_keys(table) == ["'a'", "'1'", "'b'"]
 
 
+@pytest.mark.parametrize(("held", "asked"), [
+    ([1, 0, 2], [True, False, np.True_, Decimal(2)]),
+    ([True, False], [1, 0, np.int64(1), 1.0]),
+], ids=["numbers", "bools"])
+def test_keys_of_another_kind_equal_to_keys_held_are_looked_up_as_unknown_keys(held, asked):
+    """Python's equality makes ``True`` the key ``1``: a lookup does not find one for the
+    other, as an update never folds one into the other."""
+    table = table_of()
+    apply(table, [(key, 10 + i, 2**i) for i, key in enumerate(held)])
+    assert [table.get(key) for key in asked] == [0] * len(asked)
+    assert totals(table, np.array([*asked, held[0]], dtype=object)) == {held[0]: 1}
+    assert len(table.only(np.array(asked, dtype=object))) == 0
+
+
 def test_a_table_of_keys_of_another_kind_is_not_absorbed_and_nothing_changes():
     table, other, nulls = table_of(), table_of(), table_of()
     apply(table, [("a", 10, 1)])
