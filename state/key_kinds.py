@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["kinds_of", "dtype_kinds", "other_kinds", "union", "refusal", "unhashable"]
+__all__ = ["kinds_of", "dtype_kinds", "other_kinds", "union", "refusal", "not_held", "unhashable"]
 
 #: The kinds of the keys that ``infer_dtype`` (nulls skipped) names; for the names not
 #: here the keys are looked at one by one.
@@ -68,6 +68,14 @@ def union(*kinds: tuple[str, ...] | None) -> tuple[str, ...] | None:
 def refusal(what: str, brought: tuple[str, ...], held: tuple[str, ...], keys: np.ndarray) -> str:
     """The message refusing ``keys`` of kinds ``brought`` that ``what`` brings to a table
     of keys of kinds ``held``: the kinds not held, each with its first key."""
+    to = f" to a table of {' and '.join(held)} keys" if held else ""
+    return (f"keys of one table must be of one kind: {what} brings {not_held(brought, held, keys)}{to}; make them "
+            "of one kind first (a checkpoint holds a table's keys in one column of one type)")
+
+
+def not_held(brought: tuple[str, ...], held: tuple[str, ...], keys: np.ndarray) -> str:
+    """The kinds of ``brought`` not in ``held`` (all where none is held), each with its
+    first key of ``keys``: ``"bytes keys (b'a')"``."""
     other = [kind for kind in brought if kind not in held] if held else list(brought)
     first: dict[str, object] = {}
     for key in _not_null(keys):
@@ -76,11 +84,8 @@ def refusal(what: str, brought: tuple[str, ...], held: tuple[str, ...], keys: np
             first[kind] = key
             if len(first) == len(other):
                 break
-    found = " and ".join(f"{kind} keys ({_plain(first[kind])!r})" if kind in first else f"{kind} keys"
-                         for kind in other)
-    to = f" to a table of {' and '.join(held)} keys" if held else ""
-    return (f"keys of one table must be of one kind: {what} brings {found}{to}; make them of one kind first "
-            "(a checkpoint holds a table's keys in one column of one type)")
+    return " and ".join(f"{kind} keys ({_plain(first[kind])!r})" if kind in first else f"{kind} keys"
+                        for kind in other)
 
 
 def unhashable(keys: np.ndarray, error: TypeError, what: str = "this update") -> str:

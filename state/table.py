@@ -81,7 +81,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms, restarts
 from state.key_codes import KeyIds, codes_on, distinct_below, first_appearance, first_rows, pair_codes
 from state.key_column import KeyColumn
-from state.key_kinds import dtype_kinds, kinds_of, other_kinds, refusal, unhashable, union
+from state.key_kinds import dtype_kinds, kinds_of, not_held, other_kinds, refusal, unhashable, union
 from state.rooms import Rooms
 from state.table_format import TableBytes, encode_rows
 from state.window import SessionWindow, Window, bucket_ms
@@ -710,6 +710,8 @@ class KeyedTable:
                     f"{since_ms} ms"
                 )
             since_ms = one.checkpoint_ms
+        for one in changes:
+            self._take_kinds_of(one, f"the changes of the checkpoint at {one.checkpoint_ms} ms", "change")
         held = len(self)
         keys = np.concatenate([one.keys for one in changes])
         places, new_ids = self._places(changes, keys)
@@ -723,7 +725,6 @@ class KeyedTable:
         values[changed] = changed_values[last[:old]]
         n = held + len(last) - old
         self._keys = self._keys.then(held, keys[last[old:]], keys[:0])
-        self._key_kinds = union(self._key_kinds, *(one._key_kinds for one in changes))
         self._set_ids(self._then("_ids", held, new_ids), held)
         self.values = values
         self._codes = self._then("_codes", held, np.arange(held, n, dtype=np.intp))
@@ -970,8 +971,23 @@ class KeyedTable:
                 f"the rows since the checkpoint at {since.checkpoint_ms} ms do not follow the checkpoint at "
                 f"{self.checkpoint_ms} ms"
             )
+        self._take_kinds_of(since, f"the rows since the checkpoint at {since.checkpoint_ms} ms", "follow")
         self._append(since)
         self.emitted_ms, self.late_count = since.emitted_ms, since.late_count
+
+    def _take_kinds_of(self, rows: KeyedTable, what: str, verb: str) -> None:
+        """Notes the kinds of the keys of ``rows``, decoded, which this table, a checkpoint,
+        takes (``what`` they are, and ``verb`` what they do to it); ``CorruptCheckpointError``
+        where they are of another kind than its keys (bytes of another table: Python's
+        equality may make keys of two kinds one, ``True`` and ``1``), or of two."""
+        held = kinds_of(self.keys) if self._key_kinds is None else self._key_kinds
+        brought = kinds_of(rows.keys)
+        kinds = union(held, brought)
+        if len(kinds) > 1:
+            raise CorruptCheckpointError(
+                f"{what} hold {not_held(brought, held, rows.keys)}, the checkpoint they {verb} "
+                f"{' and '.join(held) or 'no'} keys")
+        self._key_kinds = kinds
 
     def recover(self, timestamp_ms: int, data: bytes) -> None:
         """Replaces the state with the checkpoint ``data`` taken at ``timestamp_ms``."""

@@ -699,6 +699,35 @@ def test_changes_that_name_rows_of_other_keys_or_past_the_checkpoint_are_refused
     assert totals(checkpoint) == {"a": 1, "b": 2, "c": 1}
 
 
+@pytest.mark.parametrize("held", [[False], [True, False]], ids=["new", "named"])
+def test_changes_or_rows_since_of_keys_of_another_kind_than_the_checkpoints_are_refused(held):
+    """A checkpoint of bool keys is not the one a table of numbers took, even where
+    Python's equality makes the keys one (``True`` and ``1``): they would take the
+    rows, or the ids, of the keys held."""
+    table = table_of()
+    apply(table, [(1, 10, 1), (2, 20, 1)])
+    data = table.checkpoint(100)
+    checkpoint = decode_table(data, Sum(), INTERVAL)
+    other = table_of()
+    apply(other, [(key, 10 + i, 4) for i, key in enumerate(held)])
+    other.checkpoint(100)
+    apply(other, [(True, 150, 8)])
+    since = decode_table(other.encode_since_checkpoint(), Sum(), INTERVAL)
+    changes = decode_table(other.checkpoint_changes(200), Sum(), INTERVAL)
+    assert (changes.held_rows.tolist() == [0]) is (held[0] is True)
+    before = rows(checkpoint)
+    with pytest.raises(CorruptCheckpointError, match=r"^the changes of the checkpoint at 200 ms hold bool keys "
+                                                     r"\(True\), the checkpoint they change numeric keys"):
+        checkpoint.roll_forward(changes)
+    assert rows(checkpoint) == before
+    restored = table_of()
+    restored.recover(100, data)
+    with pytest.raises(CorruptCheckpointError, match=r"^the rows since the checkpoint at 100 ms hold bool keys "
+                                                     r"\(True\), the checkpoint they follow numeric keys"):
+        restored.follow(since)
+    assert rows(restored) == before
+
+
 def test_the_changes_hold_the_keys_with_messages_between_the_two_checkpoints_only():
     table = table_of()
     apply(table, [("a", 10, 1), ("b", 20, 1)])
