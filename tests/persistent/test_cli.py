@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -57,9 +56,7 @@ def test_help_answers_without_importing_the_state_package_pandas_or_pyspark():
                                "print(sorted(m for m in ('state', 'pandas', 'pyspark', 'numpy') if m in sys.modules))"],
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert shown.stdout.startswith("usage: persistent") and shown.stdout.splitlines()[-1] == "[]", shown.stderr
-    started = time.monotonic()
     assert persistent("--help").returncode == 0
-    assert time.monotonic() - started < 1.5  # 2-3.5 s when it imported pandas and pyspark
 
 
 def test_the_dir_help_names_the_file_systems_the_readme_names(capsys):
@@ -526,10 +523,8 @@ def test_run_refuses_the_applications_bad_arguments_before_a_jvm_starts_and_crea
     work = tmp_path / "work"
     work.mkdir()
     (work / "afile").touch()
-    started = time.monotonic()
     done = persistent("run", ROOT / "examples" / "count.py", "--checkpoint", work / "afile", "--output",
                       f"sqlite://{work / 'out.db'}", env=no_jvm, text=True)
-    assert time.monotonic() - started < 5
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"count.py: error: checkpoint directory {work / 'afile'} is a file, not a directory\n"
     assert (called(tmp_path, "java"), called(tmp_path, "spark-submit")) == (0, 0)

@@ -9,7 +9,6 @@ import os
 import re
 import socket
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -40,13 +39,11 @@ def files(root: Path) -> set[str]:
 
 def refused(capsys, main, argv: list[str], cwd: Path) -> tuple[int, str]:
     """``(exit status, error)`` of an example's ``main(argv)`` run in ``cwd``, which
-    must end within 5 s, start no JVM, leave ``cwd`` as it was and print one line,
+    must start no JVM, leave ``cwd`` as it was and print one line,
     ``PROGRAM: error: ERROR``."""
     before = files(cwd)
-    started = time.monotonic()
     with pytest.raises(SystemExit) as ended:
         main(argv)
-    assert time.monotonic() - started < 5
     assert SparkContext._jvm is None and SparkContext._gateway is None
     assert files(cwd) == before
     out, err = capsys.readouterr()
