@@ -530,6 +530,13 @@ class KeyedTable:
             raise StateValueError(refusal(what, brought, held, keys))
         return kinds
 
+    def _held_kinds(self) -> tuple[str, ...]:
+        """The kinds of the table's keys: those noted, else looked up (a pass over the keys)
+        and noted."""
+        if self._key_kinds is None:
+            self._key_kinds = kinds_of(self.keys)
+        return self._key_kinds
+
     # -- reading -------------------------------------------------------------------
 
     def totals(self, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -550,10 +557,9 @@ class KeyedTable:
         except TypeError as error:
             raise StateValueError(unhashable(keys, error, "this lookup")) from error
         if not self._key_ids.strings_only:  # else only strings are found, which equal strings only
-            if self._key_kinds is None:
-                self._key_kinds = kinds_of(self.keys)
-            if not set(kinds_of(keys)) <= set(self._key_kinds):
-                wanted[other_kinds(keys, self._key_kinds)] = -1
+            held = self._held_kinds()
+            if not set(kinds_of(keys)) <= set(held):
+                wanted[other_kinds(keys, held)] = -1
         picked = np.zeros(len(self._key_ids), dtype=bool)
         picked[wanted[wanted >= 0]] = True
         return picked[ids]
@@ -980,7 +986,7 @@ class KeyedTable:
         takes (``what`` they are, and ``verb`` what they do to it); ``CorruptCheckpointError``
         where they are of another kind than its keys (bytes of another table: Python's
         equality may make keys of two kinds one, ``True`` and ``1``), or of two."""
-        held = kinds_of(self.keys) if self._key_kinds is None else self._key_kinds
+        held = self._held_kinds()
         brought = kinds_of(rows.keys)
         kinds = union(held, brought)
         if len(kinds) > 1:
