@@ -548,10 +548,26 @@ class KeyedTable:
 
     def _rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Which rows hold one of ``keys``, a null key (None, NaN) being one key as in
-        ``KeyIds``; the keys not held get no ids. A key of another kind than the table's
-        is not held, even where Python's equality makes it one held (``True`` and ``1``:
-        ``_take_kinds``)."""
-        ids = self._row_ids()
+        ``KeyIds``."""
+        ids, wanted = self._row_ids(), self._ids_found(keys)
+        picked = np.zeros(len(self._key_ids), dtype=bool)
+        picked[wanted[wanted >= 0]] = True
+        return picked[ids]
+
+    def holds(self, keys: np.ndarray) -> np.ndarray:
+        """Whether a row holds each of ``keys`` (an object array), as ``_rows_of`` finds them."""
+        ids, wanted = self._row_ids(), self._ids_found(keys)
+        present = np.zeros(len(self._key_ids), dtype=bool)
+        present[ids] = True
+        held = wanted >= 0
+        held[held] = present[wanted[held]]
+        return held
+
+    def _ids_found(self, keys: np.ndarray) -> np.ndarray:
+        """The ids of ``keys``, -1 for keys never met; the keys not held get no ids. A key
+        of another kind than the table's is not held, even where Python's equality makes
+        it one held (``True`` and ``1``: ``_take_kinds``)."""
+        self._row_ids()  # the ids of the keys held, before any lookup
         try:
             wanted = self._key_ids.find(keys)
         except TypeError as error:
@@ -560,9 +576,7 @@ class KeyedTable:
             held = self._held_kinds()
             if not set(kinds_of(keys)) <= set(held):
                 wanted[other_kinds(keys, held)] = -1
-        picked = np.zeros(len(self._key_ids), dtype=bool)
-        picked[wanted[wanted >= 0]] = True
-        return picked[ids]
+        return wanted
 
     def take_touched_totals(self) -> tuple[np.ndarray, np.ndarray]:
         """``totals`` of the keys that updates applied messages to since the last call (or
@@ -901,6 +915,39 @@ class KeyedTable:
         self._append(other)
         self._key_kinds = kinds
         self.late_count += other.late_count
+
+    def holding(self, keys: np.ndarray, values: np.ndarray) -> KeyedTable:
+        """A table of this one's settings and counters, its late count 0, whose rows are
+        committed rows of ``keys`` (distinct, an object array) with ``values`` (a column)."""
+        table = type(self)(self.monoid, self.interval_ms, self.window, self.ttl_ms)
+        table.keys, table.buckets, table.values = keys, np.full(len(keys), COMMITTED, dtype=np.int64), values
+        table._ids, table._codes = None, None  # found when needed
+        if table._touched is not None:
+            table._touched = np.zeros(len(keys), dtype=bool)
+        table.checkpoint_ms, table.emitted_ms = self.checkpoint_ms, self.emitted_ms
+        return table
+
+    def take_committed(self, keys: np.ndarray, values: np.ndarray, order: np.ndarray) -> None:
+        """Adds committed rows of ``keys``, which the table does not hold (distinct), with
+        ``values``, and orders the committed rows by ``order`` (indices of them, the new
+        ones numbered after the others), before the rows since: the committed rows of keys
+        that a checkpoint holds beside the table (``state.stored_table``). The rows since
+        keep their marks of touched."""
+        settled, n = self._committed_rows(), len(self)
+        self.absorb(self.holding(keys, values))
+        order = np.where(order < settled, order, order - settled + n)
+        self._keep(np.concatenate([order, np.arange(settled, n)]))
+
+    def shed_committed(self, kept: np.ndarray) -> np.ndarray:
+        """Drops the committed rows of the keys without rows since them that no update
+        touched since ``take_touched_totals``, but the committed rows ``kept``, and returns
+        the committed rows that stay (in order, each as it was numbered)."""
+        settled, codes = self._committed_rows(), self._key_codes()
+        tail = codes[settled:]
+        touched = np.flatnonzero(self._touched[:settled])
+        staying = distinct_below(np.concatenate([tail[tail < settled], kept, touched]), settled)
+        self._keep(np.concatenate([staying, np.arange(settled, len(self))]))
+        return staying
 
     def _append(self, other: KeyedTable) -> None:
         """Adds ``other``'s rows after this table's, none of them touched."""

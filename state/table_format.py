@@ -34,7 +34,7 @@ from state.errors import CorruptCheckpointError, StateValueError
 from state.expiry import check_ttl_ms
 from state.window import SessionWindow, Window, window_from
 
-__all__ = ["describe", "encode_rows", "Table", "TableBytes"]
+__all__ = ["describe", "encode_rows", "naming_held_rows", "Table", "TableBytes"]
 
 _MAGIC = b"PKTB"
 _VERSION = 4
@@ -117,6 +117,13 @@ def encode_rows(table: Table, rows: np.ndarray, checkpoint_ms: int, emitted_ms: 
             codec.ints_to_bytes(np.empty(0, np.int64) if held_rows is None else held_rows),
         ],
     )
+
+
+def naming_held_rows(data: bytes, held_rows: np.ndarray) -> bytes:
+    """The changes to a checkpoint ``data`` (``encode_rows`` bytes with held rows) naming
+    ``held_rows`` as the rows there of the keys of their first rows instead."""
+    _, sections = codec.unpack(_MAGIC, (_VERSION,), data, "changes to a checkpoint")
+    return codec.pack(_MAGIC, _VERSION, sections[:-1] + [codec.ints_to_bytes(held_rows)])
 
 
 @dataclass(frozen=True)
