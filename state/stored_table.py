@@ -41,6 +41,8 @@ from state.tables import read_table
 
 __all__ = ["StoredTable"]
 
+#: How many runs a store keeps after its first before merging them (``_compacted``).
+_NEWER_RUNS = 3
 #: The kinds of keys a stored table holds.
 KINDS = ("str", "bytes")
 #: What the hot table says or does for the whole table: its settings and counters, and
@@ -216,4 +218,17 @@ class StoredTable:
             self.store = KeyRuns(self.files, record, kinds_of(keys)[0])
         records = np.empty(len(keys), dtype=self.store.dtype)
         records["value"], records["place"] = values, places
-        self.store = self.store.then(keys[~nulls], records[~nulls])
+        self.store = _compacted(self.store.then(keys[~nulls], records[~nulls]))
+
+
+def _compacted(store: KeyRuns) -> KeyRuns:
+    """``store`` with its runs merged where they are many: a lookup searches each run.
+    The runs after the first (the largest) are merged into one when they are more than
+    ``_NEWER_RUNS``; all are when that one holds an eighth of the first's rows. So
+    the first run is written again once for about every eighth of its rows changed."""
+    rows = store.run_rows()
+    if len(rows) <= 1 + _NEWER_RUNS:
+        return store
+    store = store.merged(1)
+    first, newer = store.run_rows()
+    return store.merged() if 8 * newer >= first else store

@@ -92,3 +92,18 @@ def test_a_stored_table_refuses_keys_of_another_kind_and_keeps_its_state(tmp_pat
     with pytest.raises(StateValueError, match=r"str or bytes: this update brings numeric keys \(1\)$"):
         apply(StoredTable.of(KeyedTable(Sum(), INTERVAL), LocalRuns(str(tmp_path))), [(1, 0, 1)], 0)
     assert stored.get("a") == 1 and stored.get("b") == 0
+
+
+def test_a_stored_tables_newer_runs_are_merged_and_all_once_they_hold_an_eighth_of_the_first(tmp_path):
+    whole = KeyedTable(Sum(), INTERVAL)
+    apply(whole, [(f"k{key}", 0, 1) for key in range(80)], 0)
+    whole.recover(INTERVAL, whole.checkpoint(INTERVAL))
+    stored = StoredTable.of(whole, LocalRuns(str(tmp_path)))
+    runs = []
+    for key in range(12):  # a new key a checkpoint, a run of one row each
+        apply(stored, [(f"new{key}", 0, 1)], stored.checkpoint_ms)
+        stored.checkpoint_changes(stored.checkpoint_ms + INTERVAL)
+        runs.append(stored.store.run_rows())
+    assert runs == [[80, 1], [80, 1, 1], [80, 1, 1, 1], [80, 4], [80, 4, 1], [80, 4, 1, 1], [80, 7], [80, 7, 1],
+                    [80, 7, 1, 1], [90], [90, 1], [90, 1, 1]]
+    assert [stored.get(key) for key in ("k0", "k79", "new0", "new11", "other")] == [1, 1, 1, 1, 0]
