@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from state.errors import StateValueError
+from state.errors import CorruptCheckpointError, StateValueError
 from state.key_kinds import kinds_of, not_held
 from state.key_runs import KeyRuns, RunFiles
 from state.table import COMMITTED, KeyedTable
@@ -103,15 +103,15 @@ class StoredTable:
 
     # -- bringing keys --------------------------------------------------------------
 
-    def _check_kinds(self, keys: np.ndarray, what: str) -> None:
-        """Refuses ``keys`` (``StateValueError``) of another kind than the store's keys,
-        or of any but str and bytes, or of two."""
+    def _check_kinds(self, keys: np.ndarray, what: str, error: type[Exception] = StateValueError) -> None:
+        """Refuses ``keys`` (``error``) of another kind than the store's keys, or of any
+        but str and bytes, or of two."""
         brought = kinds_of(keys)
         held = (self.store.kind,) if self.store is not None else KINDS
         if not set(brought) <= set(held) or len(brought) > 1:
-            raise StateValueError(f"a stored table holds keys of one kind, str or bytes: {what} brings "
-                                  f"{not_held(brought, held if len(held) == 1 else (), keys)}"
-                                  + (f" to a table of {held[0]} keys" if len(held) == 1 else ""))
+            raise error(f"a stored table holds keys of one kind, str or bytes: {what} brings "
+                        f"{not_held(brought, held if len(held) == 1 else (), keys)}"
+                        + (f" to a table of {held[0]} keys" if len(held) == 1 else ""))
 
     def _bring(self, keys: np.ndarray, what: str) -> None:
         """Brings the keys of ``keys`` (an object array) that the hot table does not hold
@@ -188,6 +188,65 @@ class StoredTable:
         self.hot.whole_ms, self.hot.chain_rows = timestamp_ms, 0
         whole = self.committed()
         return encode_rows(whole, np.arange(len(whole)), timestamp_ms, min(timestamp_ms, whole.emitted_ms))
+
+    def encode(self) -> bytes:
+        """``KeyedTable.encode``: the checkpoint's rows, in order of place, then the rows since."""
+        whole = self.committed()
+        whole.follow(read_table(self.hot.encode_since_checkpoint()))
+        return whole.encode()
+
+    def roll_forward(self, *changes: KeyedTable) -> None:
+        """``KeyedTable.roll_forward`` of this table, a checkpoint (no rows since): the
+        rows of each of ``changes`` go to the store, those of the keys the checkpoint
+        held at the places the changes name, checked there, the new keys at the places
+        after. The keys brought are dropped: their rows may have changed."""
+        since_ms = self.checkpoint_ms
+        for one in changes:
+            if (len(self.hot) > len(self.places) or one.checkpoint_ms <= since_ms or one.held_rows is None
+                    or (one.buckets != COMMITTED).any()):
+                raise CorruptCheckpointError(f"the changes of the checkpoint at {one.checkpoint_ms} ms do not follow "
+                                             f"the checkpoint at {since_ms} ms")
+            since_ms = one.checkpoint_ms
+        nulls = np.flatnonzero(pd.isna(self.hot.keys_at(np.arange(len(self.places)))))
+        null_row = (self.hot.keys_at(nulls), self.hot.values[nulls], self.places[nulls])
+        store, count = self.store, self.count
+        try:
+            null_row = self._roll(changes, null_row)
+        except BaseException:
+            self.store, self.count = store, count  # changes that fail part way change nothing
+            raise
+        newest = changes[-1] if changes else self.hot
+        hot = self.hot.holding(null_row[0], null_row[1])
+        hot.checkpoint_ms, hot.emitted_ms, hot.late_count = newest.checkpoint_ms, newest.emitted_ms, newest.late_count
+        hot.whole_ms, hot.chain_rows = self.hot.whole_ms, self.hot.chain_rows + sum(len(one) for one in changes)
+        self.hot, self.places = hot, null_row[2]
+
+    def _roll(self, changes: tuple[KeyedTable, ...], null_row: tuple) -> tuple:
+        """Writes the rows of ``changes`` into the store (``roll_forward``); returns the
+        null key's row, as ``null_row`` gives it before them."""
+        for one in changes:
+            what = f"the changes of the checkpoint at {one.checkpoint_ms} ms"
+            self._check_kinds(one.keys, what, CorruptCheckpointError)
+            places = np.concatenate([one.held_rows, self.count + np.arange(len(one) - len(one.held_rows))])
+            self._check_held(one.keys[:len(one.held_rows)], one.held_rows, null_row[2], what)
+            self._write(one.keys, one.values, places)
+            self.count += len(one) - len(one.held_rows)
+            null = np.flatnonzero(pd.isna(one.keys))
+            if len(null):
+                null_row = (one.keys[null], one.values[null], places[null])
+        return null_row
+
+    def _check_held(self, keys: np.ndarray, places: np.ndarray, null_places: np.ndarray, what: str) -> None:
+        """``CorruptCheckpointError`` unless ``keys`` are held at ``places`` (the null key
+        in the hot table, at ``null_places``)."""
+        if len(places) and (places.min() < 0 or places.max() >= self.count):
+            raise CorruptCheckpointError(f"{what} name rows that the checkpoint they change does not have")
+        nulls = pd.isna(keys)
+        found, records = (self.store.find(keys[~nulls]) if self.store is not None
+                          else (np.zeros((~nulls).sum(), dtype=bool), None))
+        if (not found.all() or (found.any() and (records["place"] != places[~nulls]).any())
+                or not np.isin(places[nulls], null_places).all()):
+            raise CorruptCheckpointError(f"{what} name rows of other keys")
 
     def committed(self) -> KeyedTable:
         """A table of the committed row of every key of the checkpoint, in order of
